@@ -1,0 +1,108 @@
+"""Transformer shapes: the built-in named sizes and JSON shape files.
+
+A shape is all the planner needs to build the reference model or an analytic profile::
+
+    layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from autoplan.errors import InputError
+from autoplan.jsonio import read_json
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Shape of a decoder-only transformer (GPT/Llama style)."""
+
+    name: str
+    layers: int
+    """number of transformer blocks"""
+    hidden: int
+    """model width h"""
+    heads: int
+    """attention heads a"""
+    kv_heads: int
+    """key/value heads (grouped-query attention when < heads)"""
+    ffn_hidden: int
+    """inner width of the MLP"""
+    vocab: int
+    """vocabulary size"""
+    seq_len: int
+    """default training sequence length s"""
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise InputError(f"model shape {self.name!r}: {f} must be a positive integer, got {v!r}")
+        if self.hidden % self.heads:
+            raise InputError(f"model shape {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}")
+        if self.heads % self.kv_heads:
+            raise InputError(f"model shape {self.name!r}: heads {self.heads} not divisible by kv_heads {self.kv_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def block_param_count(self) -> int:
+        """Parameters of one block: q,o (h*h each), k,v (h*kv*hd each), MLP (2*h*f), two norms."""
+        h, kv = self.hidden, self.kv_heads * self.head_dim
+        return 2 * h * h + 2 * h * kv + 2 * h * self.ffn_hidden + 2 * h
+
+    def param_count(self) -> int:
+        """All parameters: embedding, blocks, final norm, untied LM head."""
+        return self.vocab * self.hidden * 2 + self.layers * self.block_param_count() + self.hidden
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "shape") -> "ModelShape":
+        keys = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len")
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise InputError(f"{source}: transformer shape is missing {', '.join(missing)}")
+        return cls(name=str(d.get("name", source)), **{k: d[k] for k in keys})
+
+
+def _s(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len) -> ModelShape:
+    return ModelShape(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len)
+
+
+BUILTIN_SHAPES: dict[str, ModelShape] = {s.name: s for s in [
+    # Tiny: trains in seconds on one CPU core; used by the equivalence tests.
+    _s("gpt-tiny", 4, 64, 4, 4, 256, 256, 32),
+    # Small enough to train on a 2-core CPU, large enough that layouts differ in step time.
+    _s("gpt-small", 8, 256, 8, 8, 1024, 4096, 128),
+    # GPT-3 family (Brown et al. 2020, Table 2.1), vocab 50257 padded to 51200 (Megatron-LM).
+    _s("gpt3-125m", 12, 768, 12, 12, 3072, 51200, 2048),
+    _s("gpt3-350m", 24, 1024, 16, 16, 4096, 51200, 2048),
+    _s("gpt3-1.3b", 24, 2048, 16, 16, 8192, 51200, 2048),
+    _s("gpt3-2.7b", 32, 2560, 32, 32, 10240, 51200, 2048),
+    _s("gpt3-6.7b", 32, 4096, 32, 32, 16384, 51200, 2048),
+    _s("gpt3-13b", 40, 5120, 40, 40, 20480, 51200, 2048),
+    _s("gpt3-175b", 96, 12288, 96, 96, 49152, 51200, 2048),
+    # 1T: the Megatron-LM scaling table (Narayanan et al. 2021, Table 1), 128 layers, h=25600, 160 heads.
+    _s("gpt-1t", 128, 25600, 160, 160, 102400, 51200, 2048),
+    # Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3); GQA with 8 KV heads.
+    _s("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+    _s("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+    _s("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+]}
+
+
+def resolve_shape(spec: str) -> ModelShape | None:
+    """A built-in name or a JSON shape file; ``None`` when ``spec`` is neither (another SPEC form)."""
+    if spec in BUILTIN_SHAPES:
+        return BUILTIN_SHAPES[spec]
+    p = Path(spec)
+    if p.suffix == ".json" and p.exists():
+        d = read_json(p, "model shape")
+        if d.get("kind") == "model_profile":
+            return None
+        return ModelShape.from_dict({"name": p.stem, **d}, source=str(p))
+    return None

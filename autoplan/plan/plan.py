@@ -1,0 +1,270 @@
+"""The plan artifact: a layout, its predicted cost term by term, and how the solver got there.
+
+Loads without torch. See DESIGN.md "Contract" for the JSON shape; ``Plan.to_dict`` writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from autoplan.errors import InputError, LayoutError
+from autoplan.jsonio import check_schema, read_json, require, write_json_atomic
+
+PLAN_VERSION = 1
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer")
+
+
+@dataclass
+class Layout:
+    """A complete parallel layout. ``stages[i]`` lists the layer names on pipeline rank i (with
+    ``vp > 1``, ``stages`` has ``pp * vp`` entries and rank r owns chunks r, r+pp, r+2pp, ...)."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    vp: int = 1
+    mbs: int = 1
+    num_microbatches: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    schedule: str = "1f1b"
+    sp: int = 0
+    stages: list[list[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise LayoutError(f"layout: {k} must be a positive integer, got {v!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise LayoutError(f"layout: zero must be 0..3, got {self.zero!r}")
+        if self.recompute not in RECOMPUTE:
+            raise LayoutError(f"layout: recompute must be one of {'|'.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.schedule not in SCHEDULES:
+            raise LayoutError(f"layout: schedule must be one of {'|'.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.sp not in (0, 1):
+            raise LayoutError(f"layout: sp must be 0 or 1, got {self.sp!r}")
+        if self.sp and self.tp == 1:
+            raise LayoutError("layout: sequence parallel (sp=1) needs tp > 1")
+        if self.vp > 1 and self.schedule != "interleaved":
+            raise LayoutError("layout: vp > 1 needs schedule=interleaved")
+        if self.stages and len(self.stages) != self.pp * self.vp:
+            raise LayoutError(f"layout: {len(self.stages)} stages listed but pp*vp = {self.pp * self.vp}")
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    @property
+    def global_batch(self) -> int:
+        return self.dp * self.mbs * self.num_microbatches
+
+    def degrees(self) -> tuple[int, int, int]:
+        return self.dp, self.tp, self.pp
+
+    def short(self) -> str:
+        """One-line description, e.g. ``dp2 tp2 pp1 mbs4x2 zero0 recompute=none 1f1b``."""
+        s = f"dp{self.dp} tp{self.tp} pp{self.pp}"
+        if self.vp > 1:
+            s += f" vp{self.vp}"
+        s += f" mbs{self.mbs}x{self.num_microbatches} zero{self.zero} recompute={self.recompute}"
+        if self.pp > 1:
+            s += f" {self.schedule}"
+        if self.sp:
+            s += " sp"
+        return s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "layout") -> "Layout":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise InputError(f"{source}: unknown layout keys {', '.join(sorted(unknown))}")
+        try:
+            stages = [[str(x) for x in st] for st in d.get("stages", [])]
+        except TypeError:
+            raise InputError(f"{source}: layout stages must be a list of lists of layer names") from None
+        return cls(**{**{k: v for k, v in d.items() if k != "stages"}, "stages": stages})
+
+    def with_(self, **kw) -> "Layout":
+        return replace(self, **kw)
+
+    def check_against(self, world_size: int | None, layer_names: list[str] | None, global_batch: int | None = None,
+                      heads: int | None = None, kv_heads: int | None = None) -> None:
+        """Refuse a layout that does not divide the world, the batch or the model."""
+        if world_size is not None and self.world_size != world_size:
+            raise LayoutError(f"layout dp*tp*pp = {self.dp}*{self.tp}*{self.pp} = {self.world_size} "
+                              f"does not match the world size {world_size}")
+        if global_batch is not None and self.global_batch != global_batch:
+            raise LayoutError(f"layout dp*mbs*num_microbatches = {self.global_batch} does not equal the "
+                              f"global batch {global_batch}")
+        if heads is not None and heads % self.tp:
+            raise LayoutError(f"tp={self.tp} does not divide the {heads} attention heads")
+        if kv_heads is not None and kv_heads % self.tp:
+            raise LayoutError(f"tp={self.tp} does not divide the {kv_heads} key/value heads")
+        if layer_names is not None:
+            if self.pp * self.vp > len(layer_names):
+                raise LayoutError(f"pp*vp = {self.pp * self.vp} stages but the model has only "
+                                  f"{len(layer_names)} layers")
+            if self.stages:
+                flat = [n for st in self.stages for n in st]
+                if flat != list(layer_names):
+                    raise LayoutError("layout stages do not list the model's layers once each, in order")
+                if any(not st for st in self.stages):
+                    raise LayoutError("layout has an empty pipeline stage")
+
+
+@dataclass
+class Prediction:
+    step_time_s: float
+    peak_memory_bytes: int
+    """the largest per-device peak over all devices"""
+    breakdown_s: dict[str, float]
+    memory_per_stage_bytes: list[int] = field(default_factory=list)
+    """peak memory of a device of each pipeline rank"""
+    memory_breakdown_bytes: dict[str, int] = field(default_factory=dict)
+    """on the device with the peak: params, grads, optimizer, activations, buffers"""
+    fits: bool = True
+    throughput_samples_per_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Prediction":
+        return cls(step_time_s=float(d["step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),
+                   breakdown_s={k: float(v) for k, v in d.get("breakdown_s", {}).items()},
+                   memory_per_stage_bytes=[int(x) for x in d.get("memory_per_stage_bytes", [])],
+                   memory_breakdown_bytes={k: int(v) for k, v in d.get("memory_breakdown_bytes", {}).items()},
+                   fits=bool(d.get("fits", True)),
+                   throughput_samples_per_s=float(d.get("throughput_samples_per_s", 0.0)))
+
+
+@dataclass
+class SolverInfo:
+    status: str
+    objective: float
+    bound: float
+    wall_s: float
+    gap: float = 0.0
+    layouts_considered: int = 0
+    layouts_pruned: int = 0
+    ilps_solved: int = 0
+
+
+@dataclass
+class Alternative:
+    layout: Layout
+    predicted: Prediction
+    family: str = ""
+    """e.g. "best without PP"; empty for a plain runner-up"""
+    loses_on: str = ""
+    """the cost term (or memory) that makes it lose to the chosen layout"""
+
+    def to_dict(self) -> dict:
+        return {"layout": self.layout.to_dict(), "predicted": self.predicted.to_dict(),
+                "family": self.family, "loses_on": self.loses_on}
+
+
+@dataclass
+class TrainingSpec:
+    """What is trained: enough for a training script to rebuild the model from the plan alone."""
+
+    model_spec: str
+    shape: dict | None
+    global_batch: int
+    seq_len: int
+    precision: str = "fp32"
+    optimizer: str = "adamw"
+    model_profile: str = ""
+    cluster_profile: str = ""
+    cluster_spec: str = ""
+    world_size: int = 1
+
+
+@dataclass
+class Plan:
+    layout: Layout
+    predicted: Prediction
+    solver: SolverInfo
+    training: TrainingSpec
+    alternatives: list[Alternative] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": PLAN_VERSION,
+            "kind": "plan",
+            "layout": self.layout.to_dict(),
+            "predicted": self.predicted.to_dict(),
+            "solver": asdict(self.solver),
+            "training": asdict(self.training),
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "explanation": self.explanation,
+        }
+
+    def save(self, path) -> None:
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "plan") -> "Plan":
+        check_schema(d, "plan", PLAN_VERSION, source)
+        try:
+            layout = Layout.from_dict(require(d, "layout", source, dict), source)
+            predicted = Prediction.from_dict(require(d, "predicted", source, dict))
+            solver = SolverInfo(**require(d, "solver", source, dict))
+            training = TrainingSpec(**require(d, "training", source, dict))
+            alts = [Alternative(layout=Layout.from_dict(a["layout"], source),
+                                predicted=Prediction.from_dict(a["predicted"]),
+                                family=a.get("family", ""), loses_on=a.get("loses_on", ""))
+                    for a in d.get("alternatives", [])]
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{source}: malformed plan ({type(e).__name__}: {e})") from None
+        if not layout.stages:
+            raise InputError(f"{source}: plan layout has no stages")
+        if training.world_size != layout.world_size:
+            raise InputError(f"{source}: plan world_size {training.world_size} != dp*tp*pp {layout.world_size}")
+        return cls(layout=layout, predicted=predicted, solver=solver, training=training,
+                   alternatives=alts, explanation=[str(x) for x in d.get("explanation", [])])
+
+    @classmethod
+    def load(cls, path) -> "Plan":
+        return cls.from_dict(read_json(path, "plan"), source=str(path))
+
+
+def parse_layout_constraints(text: str | None) -> dict[str, Any]:
+    """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
+    if not text:
+        return {}
+    ints = {"dp", "tp", "pp", "vp", "mbs", "num_microbatches", "zero", "sp"}
+    strs = {"recompute", "schedule"}
+    aliases = {"m": "num_microbatches", "microbatches": "num_microbatches"}
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise InputError(f"--layout: expected KEY=VALUE, got {part!r}")
+        k, v = (s.strip() for s in part.split("=", 1))
+        k = aliases.get(k, k)
+        if k in ints:
+            try:
+                out[k] = int(v)
+            except ValueError:
+                raise InputError(f"--layout: {k} must be an integer, got {v!r}") from None
+        elif k in strs:
+            out[k] = v
+        else:
+            raise InputError(f"--layout: unknown key {k!r} (known: {', '.join(sorted(ints | strs))})")
+    if "recompute" in out and out["recompute"] not in RECOMPUTE:
+        raise InputError(f"--layout: recompute must be one of {'|'.join(RECOMPUTE)}")
+    if "schedule" in out and out["schedule"] not in SCHEDULES:
+        raise InputError(f"--layout: schedule must be one of {'|'.join(SCHEDULES)}")
+    return out
