@@ -127,6 +127,8 @@ class ModelProfile:
     environment: dict[str, Any] = field(default_factory=dict)
     optimizer_step_s_per_param: float = 0.0
     """measured optimizer update time per parameter on one device (0 if not measured)"""
+    optimizer_step_s_per_param_sgd: float = 0.0
+    """the same for plain SGD (0 if not measured); ``optimizer_step_s_per_param`` is AdamW"""
     source: str = "measured"
     """"measured" (on a device) or "analytic" (derived from a published hardware spec)"""
 
@@ -154,6 +156,7 @@ class ModelProfile:
             "seq_len": self.seq_len,
             "environment": self.environment,
             "optimizer_step_s_per_param": self.optimizer_step_s_per_param,
+            "optimizer_step_s_per_param_sgd": self.optimizer_step_s_per_param_sgd,
             "layers": [asdict(l) for l in self.layers],
             "edges": [list(e) for e in self.edges],
             "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings]}
@@ -198,6 +201,7 @@ class ModelProfile:
                    precision=str(require(d, "precision", source, str)), seq_len=int(require(d, "seq_len", source, int)),
                    layers=layers, edges=edges, kinds=kinds, environment=dict(d.get("environment", {})),
                    optimizer_step_s_per_param=float(d.get("optimizer_step_s_per_param", 0.0)),
+                   optimizer_step_s_per_param_sgd=float(d.get("optimizer_step_s_per_param_sgd", 0.0)),
                    source=str(d.get("source", "measured")))
 
     @classmethod
@@ -230,6 +234,8 @@ class DeviceSpec:
     compute_flops_per_s: float
     """achievable dense matmul rate, measured or from a spec"""
     name: str = ""
+    memory_bandwidth_bytes_per_s: float = 0.0
+    """achievable device-memory copy bandwidth, measured or from a spec (0 if unknown)"""
 
 
 @dataclass
@@ -305,7 +311,8 @@ class ClusterProfile:
         try:
             dev = require(d, "device", source, dict)
             device = DeviceSpec(type=str(dev["type"]), memory_bytes=int(dev["memory_bytes"]),
-                                compute_flops_per_s=float(dev["compute_flops_per_s"]), name=str(dev.get("name", "")))
+                                compute_flops_per_s=float(dev["compute_flops_per_s"]), name=str(dev.get("name", "")),
+                                memory_bandwidth_bytes_per_s=float(dev.get("memory_bandwidth_bytes_per_s", 0.0)))
             links: dict[str, dict[str, dict[int, LinkFit]]] = {}
             for c, ops in require(d, "links", source, dict).items():
                 if c not in LINK_CLASSES:
