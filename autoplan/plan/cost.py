@@ -1,0 +1,328 @@
+"""The cost model: predicted step time and per-device memory of a layout, term by term.
+
+Everything the solver optimises comes from here, so ``estimate`` and ``solve`` agree by
+construction. For a fixed *outer* layout (dp, tp, pp, vp, mbs, m, zero, recompute, schedule, sp)
+every quantity is a sum over layers of a per-layer coefficient (:class:`LayerCost`), which is what
+lets the placement of layers on stages be an ILP (``ilp.py``).
+
+Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m micro-batches::
+
+    c_l      = fwd_l + bwd_l + recompute_l + tp_comm_l          per micro-batch, layer l
+    tau_r    = sum_{chunks j of rank r} ( sum_{l in j} c_l + p2p out of j )
+    pipeline = (m - 1/vp) * max_r tau_r + (1/vp) * sum_r tau_r
+             = m * tau_max            (the bottleneck rank's steady state: compute, tp_comm, p2p)
+               + (sum_r tau_r - tau_max) / vp                           (bubble: fill and drain)
+    step     = pipeline + max_r dp_sync_r + max_r optimizer_r
+
+For vp = 1 this is the classic (m-1)*max + sum, i.e. the (p-1)/m bubble of GPipe/1F1B for balanced
+stages; interleaving divides the bubble by vp. Data-parallel gradient synchronisation and the
+optimizer step are counted as exposed (not overlapped with backward): a conservative model that
+calibration (``validate --calibrate``) can correct.
+
+Memory (bytes) of a device of pipeline rank r::
+
+    static   = sum_l params_l * (weight_b / s_w + grad_b / s_g + optim_b / s_o)
+               with s_o = dp if zero>=1, s_g = dp if zero>=2, s_w = dp if zero==3, else 1,
+               and params_l divided by tp for tensor-parallel layers
+    acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
+    inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B) | min(m, pp-r)*(1+(pp-1)/(pp*vp)) (interleaved)
+    buffers  = boundary tensors received and sent + ZeRO-3 gather buffer + full-recompute workspace
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoplan.errors import InputError
+from autoplan.plan.plan import Layout, Prediction
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """What is being trained, apart from the layout."""
+
+    global_batch: int
+    """samples (sequences) per optimizer step"""
+    precision: str = "fp32"
+    """fp32, or bf16/fp16 mixed precision (16-bit weights/grads/activations, fp32 master + moments)"""
+    optimizer: str = "adamw"
+    """adamw (two fp32 moments) or sgd (no state)"""
+
+    def __post_init__(self) -> None:
+        if self.global_batch < 1:
+            raise InputError(f"global batch must be positive, got {self.global_batch}")
+        if self.precision not in BYTES_PER_ELEMENT:
+            raise InputError(f"precision must be one of {'|'.join(BYTES_PER_ELEMENT)}, got {self.precision!r}")
+        if self.optimizer not in ("adamw", "sgd"):
+            raise InputError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
+
+    def state_bytes_per_param(self) -> tuple[int, int, int]:
+        """(weight, gradient, optimizer-state) bytes per parameter.
+
+        fp32: 4 + 4 + (8 for AdamW's two moments | 0 for SGD).
+        bf16/fp16 mixed: 2 + 2 + (12: fp32 master + two moments | 4: fp32 master) -- the
+        "16 bytes per parameter" rule (DESIGN.md)."""
+        if self.precision == "fp32":
+            return 4, 4, (8 if self.optimizer == "adamw" else 0)
+        return 2, 2, (12 if self.optimizer == "adamw" else 4)
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Per-layer coefficients for one outer layout. Times per micro-batch unless noted."""
+
+    name: str
+    compute_s: float
+    """forward + backward"""
+    recompute_s: float
+    """forward work repeated in backward by activation recomputation"""
+    tp_comm_s: float
+    """tensor-parallel collectives (forward and backward)"""
+    p2p_s: float
+    """sending this layer's output to the next stage and its gradient back, if cut after it"""
+    dp_sync_s: float
+    """per step: data-parallel gradient (and ZeRO weight) collectives for this layer's params"""
+    optimizer_s: float
+    """per step: optimizer update of this layer's params on one device"""
+    static_bytes: int
+    """weights + gradients + optimizer state held by one device"""
+    act_bytes: int
+    """activations saved for backward, per in-flight micro-batch, on one device"""
+    out_bytes: int
+    """boundary tensor per micro-batch (what a pipeline cut after this layer sends)"""
+    full_act_bytes: int
+    """activations of this layer without recomputation (the workspace of a full recompute)"""
+    weight_bytes_unsharded: int
+    """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
+
+    @property
+    def per_microbatch_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.tp_comm_s
+
+
+# --------------------------------------------------------------------------------------------
+# communication groups and where they run
+# --------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def spans_nodes(dp: int, tp: int, pp: int, devices_per_node: int, num_nodes: int) -> tuple[bool, bool, bool]:
+    """Whether any (tp, dp, pp) group crosses a node boundary, for the rank order
+    rank = (pp_i * dp + dp_i) * tp + tp_i (tp innermost, so it gets the fastest links)."""
+    if num_nodes <= 1:
+        return False, False, False
+    node = lambda r: r // devices_per_node  # noqa: E731
+    world = dp * tp * pp
+
+    def any_span(groups) -> bool:
+        return any(len({node(r) for r in g}) > 1 for g in groups)
+
+    tp_groups = [[b + i for i in range(tp)] for b in range(0, world, tp)]
+    dp_groups = [[(p * dp + d) * tp + t for d in range(dp)] for p in range(pp) for t in range(tp)]
+    pp_groups = [[(p * dp + d) * tp + t for p in range(pp)] for d in range(dp) for t in range(tp)]
+    return any_span(tp_groups), any_span(dp_groups), any_span(pp_groups)
+
+
+def collective_s(cluster: ClusterProfile, op: str, full_bytes: float, group: int, cross: bool) -> float:
+    """Time of one collective whose full (unsharded) buffer is ``full_bytes``.
+
+    Cluster profiles fit each op against the bytes each rank passes in: the whole tensor for
+    all-reduce and reduce-scatter, the local shard (full/g) for all-gather."""
+    if group <= 1 or full_bytes <= 0:
+        return 0.0
+    n = full_bytes / group if op == "all_gather" else full_bytes
+    return cluster.collective_time_s(op, n, group, cross)
+
+
+# --------------------------------------------------------------------------------------------
+# per-layer coefficients
+# --------------------------------------------------------------------------------------------
+
+def _block_fractions(profile: ModelProfile) -> tuple[float, float, float]:
+    """(attention-score share of block activations, share not divided by TP without SP,
+    attention-core share of block forward FLOPs), from the shape (Korthikanti et al. 2022):
+    activations s*b*h*(34 + 5*a*s/h) of which 10*s*b*h stay whole under TP without SP and
+    5*a*s^2*b are the attention scores that selective recomputation drops; forward FLOPs
+    24*b*s*h^2 + 4*b*s^2*h of which the second term is the attention core."""
+    sh = profile.shape or {}
+    h, a, s = sh.get("hidden"), sh.get("heads"), profile.seq_len
+    if not h or not a:
+        return 0.0, 10.0 / 34.0, 0.0
+    total = 34.0 + 5.0 * a * s / h
+    return (5.0 * a * s / h) / total, 10.0 / total, s / (6.0 * h + s)
+
+
+def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
+                train: TrainingConfig) -> dict[str, LayerCost]:
+    """Coefficients of every layer for the outer part of ``layout`` (stages are ignored)."""
+    dp, tp, pp, mbs = layout.dp, layout.tp, layout.pp, layout.mbs
+    tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
+    w_b, g_b, o_b = train.state_bytes_per_param()
+    s_w = dp if layout.zero >= 3 else 1
+    s_g = dp if layout.zero >= 2 else 1
+    s_o = dp if layout.zero >= 1 else 1
+    prec_b = BYTES_PER_ELEMENT[train.precision]
+    act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
+    score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
+    out: dict[str, LayerCost] = {}
+    for info in profile.layers:
+        kind = profile.kinds[info.kind]
+        shard = tp if kind.tp_shardable else 1
+        t = kind.timing(mbs, shard)
+        t1 = kind.timing(mbs, 1)
+        fwd, bwd = t.forward_s, t.backward_s
+        full_act = t1.saved_activation_bytes * act_scale
+        out_b = t.output_bytes * act_scale
+        is_block = kind.tp_shardable   # recomputation applies to the transformer blocks
+        # activations per micro-batch on one TP rank
+        if shard > 1 and not layout.sp:
+            act = full_act * (unsharded_frac + (1 - unsharded_frac) / shard)
+        else:
+            act = full_act / shard
+        recompute = 0.0
+        if layout.recompute == "selective" and is_block:
+            act *= (1 - score_frac)
+            recompute = fwd * attn_flop_frac
+        elif layout.recompute == "full" and is_block:
+            act = out_b / (shard if layout.sp else 1)   # keep only the block input
+            recompute = fwd
+        # Megatron TP: two all-reduces of the block output in forward and two in backward
+        # (with SP: the same volume as all-gather + reduce-scatter); full recompute repeats
+        # the forward pair.
+        tp_comm = 0.0
+        if shard > 1:
+            n_ar = 4 + (2 if layout.recompute == "full" and is_block else 0)
+            tp_comm = n_ar * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+        p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
+        params = kind.param_count / shard
+        grad_bytes = params * g_b
+        weight_bytes = params * w_b
+        if dp > 1 and params > 0:
+            if layout.zero == 0:
+                dp_sync = collective_s(cluster, "all_reduce", grad_bytes, dp, dp_x)
+            elif layout.zero in (1, 2):
+                dp_sync = (collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x)
+                           + collective_s(cluster, "all_gather", weight_bytes, dp, dp_x))
+            else:   # ZeRO-3: gather weights for forward and again for backward, reduce-scatter grads
+                dp_sync = (2 * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
+                           + collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x))
+        else:
+            dp_sync = 0.0
+        opt_rate = profile.optimizer_step_s_per_param
+        optimizer = opt_rate * params / s_o
+        static = params * (w_b / s_w + g_b / s_g + o_b / s_o)
+        out[info.name] = LayerCost(
+            name=info.name, compute_s=fwd + bwd, recompute_s=recompute, tp_comm_s=tp_comm, p2p_s=p2p,
+            dp_sync_s=dp_sync, optimizer_s=optimizer, static_bytes=int(math.ceil(static)),
+            act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
+            full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
+    return out
+
+
+def inflight_microbatches(layout: Layout, rank: int) -> float:
+    """Micro-batches whose activations pipeline rank ``rank`` holds at its peak."""
+    m, p, v = layout.num_microbatches, layout.pp, layout.vp
+    if p == 1:
+        return 1.0
+    if layout.schedule == "gpipe":
+        return float(m)
+    base = float(min(m, p - rank))
+    if layout.schedule == "interleaved":
+        return base * (1.0 + (p - 1) / (p * v))
+    return base
+
+
+def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
+    """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
+    weights, for prefetch) and the full-recompute workspace (one layer's activations)."""
+    extra = 0
+    if layout.zero == 3 and layout.dp > 1:
+        extra += 2 * max(c.weight_bytes_unsharded for c in costs.values())
+    if layout.recompute == "full":
+        extra += max(c.full_act_bytes for c in costs.values())
+    return extra
+
+
+# --------------------------------------------------------------------------------------------
+# evaluating a complete layout (what `estimate` prints and what the ILP must reproduce)
+# --------------------------------------------------------------------------------------------
+
+def check_stages(profile: ModelProfile, layout: Layout) -> None:
+    """Stages must list every layer once, be non-empty and respect the graph's edges."""
+    names = profile.layer_names()
+    flat = [n for st in layout.stages for n in st]
+    if sorted(flat) != sorted(names) or len(flat) != len(names):
+        raise InputError("layout stages must list every layer of the model exactly once")
+    if any(not st for st in layout.stages):
+        raise InputError("layout has an empty pipeline stage")
+    where = {n: j for j, st in enumerate(layout.stages) for n in st}
+    for u, v in profile.edges:
+        if where[u] > where[v]:
+            raise InputError(f"layout places {v!r} on an earlier stage than its input {u!r}")
+
+
+def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+             costs: dict[str, LayerCost] | None = None) -> Prediction:
+    """Predicted step time and memory of a complete layout (stages given)."""
+    check_stages(profile, layout)
+    costs = costs or layer_costs(profile, cluster, layout, train)
+    p, v, m = layout.pp, layout.vp, layout.num_microbatches
+    where = {n: j for j, st in enumerate(layout.stages) for n in st}
+    tau = [0.0] * p
+    comp = [0.0] * p
+    reco = [0.0] * p
+    tpc = [0.0] * p
+    p2p = [0.0] * p
+    dps = [0.0] * p
+    opt = [0.0] * p
+    static = [0] * p
+    act = [0] * p
+    buf = [0] * p
+    for j, st in enumerate(layout.stages):
+        r = j % p
+        for n in st:
+            c = costs[n]
+            comp[r] += c.compute_s
+            reco[r] += c.recompute_s
+            tpc[r] += c.tp_comm_s
+            dps[r] += c.dp_sync_s
+            opt[r] += c.optimizer_s
+            static[r] += c.static_bytes
+            act[r] += c.act_bytes
+    # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
+    # occupies a buffer on both sides, once per boundary it crosses
+    for u, w in profile.edges:
+        for b in range(where[u], where[w]):
+            c = costs[u]
+            p2p[b % p] += c.p2p_s
+            buf[b % p] += c.out_bytes
+            buf[(b + 1) % p] += c.out_bytes
+    for r in range(p):
+        tau[r] = comp[r] + reco[r] + tpc[r] + p2p[r]
+    rb = max(range(p), key=lambda r: (tau[r], -r))
+    t_max = tau[rb]
+    bubble = (sum(tau) - t_max) / v
+    dp_sync = max(dps)
+    optimizer = max(opt)
+    step = m * t_max + bubble + dp_sync + optimizer
+    extra = transient_bytes(costs, layout)
+    mem_f = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
+    mem = [int(math.ceil(x)) for x in mem_f]
+    peak_r = max(range(p), key=lambda r: mem_f[r])
+    breakdown = {
+        "compute": m * comp[rb], "recompute": m * reco[rb], "tp_comm": m * tpc[rb], "pp_p2p": m * p2p[rb],
+        "bubble": bubble, "dp_sync": dp_sync, "optimizer": optimizer,
+    }
+    memory_breakdown = {
+        "params_grads_optimizer": static[peak_r],
+        "activations": int(math.ceil(inflight_microbatches(layout, peak_r) * act[peak_r])),
+        "pipeline_buffers": buf[peak_r], "workspace": extra,
+    }
+    fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)
+    return Prediction(step_time_s=step, peak_memory_bytes=max(mem), breakdown_s=breakdown,
+                      memory_per_stage_bytes=mem, memory_breakdown_bytes=memory_breakdown, fits=fits,
+                      throughput_samples_per_s=train.global_batch / step if step > 0 else 0.0)

@@ -1,0 +1,266 @@
+"""Outer search: enumerate the discrete layout choices, bound them, and solve the placement ILP
+for the ones that can still win.
+
+For every outer layout (dp, tp, pp, vp, mbs, m, zero, recompute, schedule, sp) with
+dp*tp*pp = world size and dp*mbs*m = global batch, a lower bound on its step time is computed
+from the per-layer coefficients alone (perfect balance, no pipeline sends). Candidates are visited
+in order of that bound; once the bound of the next one exceeds the k-th best step time found, the
+rest are skipped. pp = 1 needs no ILP (one stage holds everything).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from autoplan.errors import InfeasibleError, LayoutError
+from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
+                                 transient_bytes)
+from autoplan.plan.graph import build_layer_graph
+from autoplan.plan.ilp import PlacementILP
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+
+@dataclass
+class SearchOptions:
+    """Which layouts the search may consider (each narrows the space; ``fixed`` pins fields)."""
+
+    fixed: dict = field(default_factory=dict)
+    """layout fields pinned by the user (``--layout``), e.g. {"tp": 2, "pp": 2}"""
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE
+    schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
+    max_vp: int = 4
+    """largest number of virtual stages per pipeline rank for the interleaved schedule"""
+    tp_within_node: bool = True
+    """keep tensor parallel inside a node (its collectives are on the critical path)"""
+    top_k: int = 5
+    """runner-up layouts to keep (and the pruning threshold)"""
+    ilp_time_limit_s: float = 10.0
+
+
+@dataclass
+class Candidate:
+    layout: Layout
+    predicted: Prediction
+    ilp_status: str = "n/a"
+    bound: float = 0.0
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def allowed_tp(profile: ModelProfile) -> set[int] | None:
+    """TP degrees that divide heads, KV heads and the MLP width (None: no shape, any)."""
+    sh = profile.shape
+    if not sh:
+        return None
+    return {t for t in divisors(int(sh["heads"]))
+            if sh["kv_heads"] % t == 0 and sh["ffn_hidden"] % t == 0}
+
+
+def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig,
+                  opts: SearchOptions) -> Iterator[Layout]:
+    """Every outer layout (no stages) the options allow, valid for the world, batch and model."""
+    world = cluster.world_size
+    f = opts.fixed
+    n_layers = len(profile.layers)
+    any_shardable = any(k.tp_shardable for k in profile.kinds.values())
+    tps = allowed_tp(profile)
+    for tp in divisors(world):
+        if tp > 1 and (not any_shardable or (tps is not None and tp not in tps)):
+            continue
+        if opts.tp_within_node and tp > cluster.devices_per_node and "tp" not in f:
+            continue
+        for pp in divisors(world // tp):
+            if pp > n_layers:
+                continue
+            dp = world // (tp * pp)
+            if train.global_batch % dp:
+                continue
+            per_replica = train.global_batch // dp
+            for mbs in divisors(per_replica):
+                m = per_replica // mbs
+                for schedule, vp in _schedules(pp, m, n_layers, opts):
+                    for zero in (opts.zero if dp > 1 else (0,)):
+                        for recompute in opts.recompute:
+                            for sp in ((0, 1) if tp > 1 else (0,)):
+                                lay = dict(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
+                                           recompute=recompute, schedule=schedule, sp=sp)
+                                if all(lay.get(k) == v for k, v in f.items() if k != "stages"):
+                                    yield Layout(**lay)
+
+
+def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[tuple[str, int]]:
+    """(schedule, vp) pairs that torch.distributed.pipelining can run for pp ranks, m micro-batches."""
+    if pp == 1:
+        yield "1f1b", 1
+        return
+    if "gpipe" in opts.schedules:
+        yield "gpipe", 1
+    if "1f1b" in opts.schedules and m >= pp:             # Schedule1F1B needs m >= stages
+        yield "1f1b", 1
+    if "interleaved" in opts.schedules and m >= pp:
+        rounds = max(1, m // pp)
+        if m % rounds == 0:                               # ScheduleInterleaved1F1B's rule
+            for vp in range(2, opts.max_vp + 1):
+                if pp * vp <= n_layers:
+                    yield "interleaved", vp
+
+
+def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
+    """A step time no placement can beat: perfect balance and no pipeline sends."""
+    p, v, m = layout.pp, layout.vp, layout.num_microbatches
+    c = [x.per_microbatch_s for x in costs.values()]
+    total = sum(c)
+    t_max = max(total / p, max(c) if p * v == len(c) else 0.0)
+    dps = [x.dp_sync_s for x in costs.values()]
+    opt = [x.optimizer_s for x in costs.values()]
+    return (m - 1.0 / v) * t_max + total / v + sum(dps) / p + sum(opt) / p
+
+
+def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> float:
+    """Per-device memory no placement can beat: static state and activations spread perfectly
+    (activations at the smallest in-flight count of any rank)."""
+    static = sum(x.static_bytes for x in costs.values())
+    act = sum(x.act_bytes for x in costs.values())
+    k = min(inflight_microbatches(layout, r) for r in range(layout.pp))
+    per_layer = max(x.static_bytes + k * x.act_bytes for x in costs.values())
+    return max((static + k * act) / layout.pp, per_layer) + transient_bytes(costs, layout)
+
+
+def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+          costs: dict[str, LayerCost], *, objective: str = "time", time_limit_s: float = 10.0
+          ) -> tuple[Layout | None, str, float]:
+    """The best stages for an outer layout: (layout with stages or None, status, bound)."""
+    names = profile.layer_names()
+    if layout.pp * layout.vp == 1:
+        full = layout.with_(stages=[names])
+        return full, "n/a", 0.0
+    g = build_layer_graph(profile, costs)
+    res = PlacementILP(g, layout, cluster.device.memory_bytes, objective=objective).solve(time_limit_s)
+    if res.status == "infeasible":
+        return None, "infeasible", math.inf
+    return layout.with_(stages=res.stages), res.status, res.bound
+
+
+def _tiebreak(c: Candidate) -> tuple:
+    lay = c.layout
+    return (round(c.predicted.step_time_s, 12), c.predicted.peak_memory_bytes, lay.pp, lay.tp, lay.zero,
+            RECOMPUTE.index(lay.recompute), lay.vp, lay.sp, -lay.mbs)
+
+
+@dataclass
+class SearchResult:
+    best: list[Candidate]
+    """the top-k fitting layouts, best first"""
+    solver: SolverInfo
+    smallest_memory: tuple[Layout, int] | None = None
+    """when nothing fits: the layout needing the least memory per device and that amount"""
+
+
+def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig, opts: SearchOptions,
+           progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """Find the top-k layouts. Raises InfeasibleError (with the smallest need) if none fits."""
+    t0 = time.perf_counter()
+    world = cluster.world_size
+    fixed = opts.fixed
+    if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] != world:
+        raise LayoutError(f"layout dp*tp*pp = {fixed['dp'] * fixed['tp'] * fixed['pp']} does not match the "
+                          f"cluster's {world} devices")
+    scored = []
+    for lay in outer_layouts(profile, cluster, train, opts):
+        costs = layer_costs(profile, cluster, lay, train)
+        scored.append((lower_bound_s(costs, lay), memory_lower_bound_bytes(costs, lay), lay, costs))
+    if not scored:
+        raise LayoutError(_why_empty(profile, cluster, train, opts))
+    scored.sort(key=lambda t: t[0])
+    best: list[Candidate] = []
+    pruned = ilps = 0
+    bound = math.inf
+    statuses = set()
+    mem_cap = cluster.device.memory_bytes
+    for i, (lb, mem_lb, lay, costs) in enumerate(scored):
+        if progress:
+            progress(i + 1, len(scored))
+        threshold = best[-1].predicted.step_time_s if len(best) >= opts.top_k else math.inf
+        if lb > threshold * (1 + 1e-9) or mem_lb > mem_cap:
+            pruned += 1
+            continue
+        placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=opts.ilp_time_limit_s)
+        ilps += lay.pp * lay.vp > 1
+        if placed is None:
+            continue
+        pred = evaluate(profile, cluster, placed, train, costs)
+        if not pred.fits:
+            continue
+        statuses.add(status)
+        if status == "feasible":
+            bound = min(bound, ilp_bound)
+        best.append(Candidate(placed, pred, status, ilp_bound))
+        best.sort(key=_tiebreak)
+        del best[opts.top_k:]
+    wall = time.perf_counter() - t0
+    if not best:
+        lay, need = smallest_memory(profile, cluster, train, scored, opts)
+        raise InfeasibleError(
+            f"the model fits nowhere: the smallest layout ({lay.short()}) needs "
+            f"{_gib(need)} per device, but a device has {_gib(mem_cap)}",
+            min_memory_bytes=need, binding_constraint="memory")
+    obj = best[0].predicted.step_time_s
+    bound = min(bound, obj)
+    status = "optimal" if statuses <= {"optimal", "n/a"} else "feasible"
+    info = SolverInfo(status=status, objective=obj, bound=bound, wall_s=wall,
+                      gap=(obj - bound) / obj if obj > 0 else 0.0, layouts_considered=len(scored),
+                      layouts_pruned=pruned, ilps_solved=ilps)
+    return SearchResult(best=best, solver=info)
+
+
+def smallest_memory(profile, cluster, train, scored, opts, tries: int = 8) -> tuple[Layout, int]:
+    """Solve the min-peak-memory ILP for the candidates with the smallest memory bound."""
+    best: tuple[Layout, int] | None = None
+    for _, mem_lb, lay, costs in sorted(scored, key=lambda t: t[1])[:tries]:
+        if best and mem_lb >= best[1]:
+            break
+        placed, _, _ = place(profile, cluster, lay, train, costs, objective="memory",
+                             time_limit_s=opts.ilp_time_limit_s)
+        if placed is None:
+            continue
+        need = evaluate(profile, cluster, placed, train, costs).peak_memory_bytes
+        if best is None or need < best[1]:
+            best = (placed, need)
+    assert best is not None  # a memory-objective ILP always has a solution
+    return best
+
+
+def _why_empty(profile, cluster, train, opts) -> str:
+    f = opts.fixed
+    world = cluster.world_size
+    if "tp" in f:
+        tps = allowed_tp(profile)
+        if tps is not None and f["tp"] not in tps:
+            return f"tp={f['tp']} does not divide the model's heads ({profile.shape['heads']}), " \
+                   f"KV heads ({profile.shape['kv_heads']}) or MLP width"
+        if world % f["tp"]:
+            return f"tp={f['tp']} does not divide the world size {world}"
+    if "pp" in f:
+        if f["pp"] > len(profile.layers):
+            return f"pp={f['pp']} is more pipeline stages than the model's {len(profile.layers)} layers"
+        if world % f["pp"]:
+            return f"pp={f['pp']} does not divide the world size {world}"
+    if "dp" in f and world % f["dp"]:
+        return f"dp={f['dp']} does not divide the world size {world}"
+    if "dp" in f and train.global_batch % f["dp"]:
+        return f"dp={f['dp']} does not divide the global batch {train.global_batch}"
+    return (f"no layout satisfies the constraints {f or '{}'} for {world} devices and global batch "
+            f"{train.global_batch} (dp must divide the batch; 1f1b needs micro-batches >= pp)")
+
+
+def _gib(n: float) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.1f} MiB"

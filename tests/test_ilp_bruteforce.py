@@ -1,0 +1,75 @@
+"""The placement ILP + outer search must find exactly the best layout that brute force finds by
+evaluating every layout and every contiguous placement with the same cost model."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from autoplan.errors import InfeasibleError
+from autoplan.plan.cost import TrainingConfig, evaluate
+from autoplan.plan.plan import RECOMPUTE, Layout
+from autoplan.plan.search import SearchOptions, search
+from planner_instances import random_cluster, random_model_profile
+
+
+def compositions(n: int, k: int):
+    """All ways to cut a sequence of n items into k non-empty contiguous parts (part sizes)."""
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        bounds = (0,) + cuts + (n,)
+        yield [bounds[i + 1] - bounds[i] for i in range(k)]
+
+
+def brute_force(profile, cluster, train, max_vp: int):
+    names = profile.layer_names()
+    L, world = len(names), cluster.world_size
+    heads = profile.shape["heads"]
+    best = math.inf
+    for dp, tp in itertools.product(range(1, world + 1), repeat=2):
+        if world % (dp * tp):
+            continue
+        pp = world // (dp * tp)
+        if heads % tp or pp > L or train.global_batch % dp:
+            continue
+        per = train.global_batch // dp
+        for mbs in [b for b in range(1, per + 1) if per % b == 0]:
+            m = per // mbs
+            scheds = [("1f1b", 1)] if pp == 1 else [("gpipe", 1)] + ([("1f1b", 1)] if m >= pp else [])
+            if pp > 1 and m >= pp and m % max(1, m // pp) == 0:
+                scheds += [("interleaved", v) for v in range(2, max_vp + 1) if pp * v <= L]
+            for (sched, vp), zero, rec, sp in itertools.product(
+                    scheds, range(4) if dp > 1 else [0], RECOMPUTE, [0, 1] if tp > 1 else [0]):
+                for sizes in compositions(L, pp * vp):
+                    it = iter(names)
+                    stages = [[next(it) for _ in range(s)] for s in sizes]
+                    lay = Layout(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
+                                 recompute=rec, schedule=sched, sp=sp, stages=stages)
+                    pred = evaluate(profile, cluster, lay, train)
+                    if pred.fits:
+                        best = min(best, pred.step_time_s)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_search_equals_brute_force(seed):
+    rng = random.Random(seed)
+    profile = random_model_profile(rng, n_blocks=rng.randint(1, 5), distinct_blocks=seed % 2 == 0)
+    world = rng.choice([1, 2, 4, 4, 8]) if seed % 3 else 4
+    cluster = random_cluster(rng, world=world, memory_bytes=int(rng.uniform(15, 120) * 2**20),
+                             num_nodes=2 if world >= 4 and seed % 4 == 1 else 1)
+    train = TrainingConfig(global_batch=rng.choice([4, 8, 16]), optimizer=rng.choice(["adamw", "sgd"]))
+    expected = brute_force(profile, cluster, train, max_vp=2)
+    opts = SearchOptions(max_vp=2, tp_within_node=False)
+    if math.isinf(expected):
+        with pytest.raises(InfeasibleError):
+            search(profile, cluster, train, opts)
+        return
+    got = search(profile, cluster, train, opts)
+    assert got.solver.status == "optimal"
+    assert got.best[0].predicted.step_time_s == pytest.approx(expected, rel=1e-7)
+    # the returned layout really has the predicted cost
+    again = evaluate(profile, cluster, got.best[0].layout, train)
+    assert again.step_time_s == pytest.approx(expected, rel=1e-7) and again.fits
