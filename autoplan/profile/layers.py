@@ -1,0 +1,462 @@
+"""Measure a model's layers: forward/backward time, parameter and activation bytes.
+
+Each layer *kind* is measured once (``embed``, ``block``, ``head``; every ``block.i`` is the same
+module, so its figures are shared), at every requested micro-batch size and TP degree::
+
+    kind   input                      measured module
+    embed  tokens [b, s] int64        nn.Embedding(vocab, h)                      -> x [b, s, h]
+    block  x [b, s, h]                Block with heads/t, kv_heads/t, ffn/t       -> x [b, s, h]
+    head   x [b, s, h], targets [b,s] Head + cross-entropy loss                   -> logits [b, s, V]
+
+What each figure means:
+
+- ``forward_s``: median wall time of the module's forward with autograd recording.
+- ``backward_s``: median wall time of ``torch.autograd.backward`` alone (the forward is re-run,
+  untimed, before each sample).  ``embed`` and ``block`` are driven by a fixed random upstream
+  gradient of the output's shape; ``head`` by its scalar loss, because the last pipeline stage runs
+  the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
+- ``saved_activation_bytes``: bytes autograd holds for backward, seen through
+  ``torch.autograd.graph.saved_tensors_hooks``: unique storages (views of one storage count once,
+  the whole storage is counted because the whole storage stays alive), parameters excluded.
+  The layer's input counts when the layer saves it (a norm does).
+- ``output_bytes``: bytes of the module's output (for ``head``: the logits).
+- TP degree ``t > 1``: the compute of ONE tensor-parallel rank, no communication: the block's
+  column-parallel projections (``TP_COLWISE``) keep ``out/t`` features, the row-parallel ones
+  (``TP_ROWWISE``) ``in/t``.  The norms stay whole: this is TP *without* sequence parallel.
+  ``embed`` and ``head`` are not sharded (``tp_shardable=False``) and are measured at t=1 only.
+- ``optimizer_step_s_per_param`` (AdamW) and ``optimizer_step_s_per_param_sgd``: the median time of
+  one ``step()`` over copies of a block's parameters (at least ``optimizer_min_params`` in all, so
+  the per-call overhead is amortised as it is for a real model), divided by the parameter count.
+
+Timing is made robust on a small, noisy machine by: a fixed thread count during measurement
+(``threads``), warm-up iterations, ``repeats`` samples and their median, and several iterations
+per sample when one iteration is shorter than ``min_sample_s``.  On CUDA the device is
+synchronised and CUDA events time the work.
+
+Run::
+
+    python -c "from autoplan.profile.layers import profile_model; print(profile_model('gpt-tiny').to_dict())"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import platform
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autoplan.errors import InputError
+from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, resolve_shape
+from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE, Block, Head, tp_degrees_allowed
+from autoplan.profile.analytic import forward_flops_per_sample, layer_chain
+from autoplan.profile.formats import LayerKindProfile, LayerTiming, ModelProfile
+
+LAYER_KINDS = ("embed", "block", "head")
+PRECISION_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One finished measurement, for a progress bar (``done`` of ``total``)."""
+
+    what: str
+    """what was just measured, e.g. ``"block mbs=2 tp=1"``"""
+    done: int
+    total: int
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How one figure is timed."""
+
+    device: torch.device
+    warmup: int
+    """untimed iterations before the samples"""
+    repeats: int
+    """timed samples; the figure is their median"""
+    min_sample_s: float = 2e-3
+    """a sample runs several iterations (and divides) when one is shorter than this"""
+    max_inner: int = 64
+    """at most this many iterations per sample"""
+
+
+# --------------------------------------------------------------------------------------------
+# building the measured modules
+# --------------------------------------------------------------------------------------------
+
+def _replace_linear(parent: nn.Module, path: str, in_features: int, out_features: int) -> None:
+    """Replace the bias-free ``nn.Linear`` at ``path`` by the leading [out, in] slice of its weight."""
+    old = parent.get_submodule(path)
+    if not isinstance(old, nn.Linear):
+        raise TypeError(f"TP plan names {path!r}, which is a {type(old).__name__}, not nn.Linear")
+    new = nn.Linear(in_features, out_features, bias=False, device=old.weight.device, dtype=old.weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(old.weight[:out_features, :in_features])
+    owner_path, _, attr = path.rpartition(".")
+    setattr(parent.get_submodule(owner_path) if owner_path else parent, attr, new)
+
+
+def check_tp_degree(shape: ModelShape, tp: int) -> None:
+    """InputError unless ``tp`` divides the heads, KV heads and MLP width of ``shape``."""
+    if tp not in tp_degrees_allowed(shape):
+        raise InputError(f"TP degree {tp} does not divide heads {shape.heads}, kv_heads {shape.kv_heads} "
+                         f"and ffn_hidden {shape.ffn_hidden} of {shape.name!r} "
+                         f"(allowed: {tp_degrees_allowed(shape)})")
+
+
+def tp_rank_block(shape: ModelShape, tp: int) -> Block:
+    """The part of a ``Block`` one of ``tp`` tensor-parallel ranks holds (rank 0's slices).
+
+    Column-parallel projections keep ``out/tp`` output features, row-parallel ones ``in/tp``
+    input features; the norms are whole (no sequence parallel).  ``Attention.forward`` infers
+    the local head count from the projection width, so the forward runs unchanged."""
+    check_tp_degree(shape, tp)
+    block = Block(shape)
+    if tp == 1:
+        return block
+    for path in TP_COLWISE:
+        lin = block.get_submodule(path)
+        _replace_linear(block, path, lin.in_features, lin.out_features // tp)
+    for path in TP_ROWWISE:
+        lin = block.get_submodule(path)
+        _replace_linear(block, path, lin.in_features // tp, lin.out_features)
+    return block
+
+
+def build_layer(kind: str, shape: ModelShape, tp: int = 1) -> nn.Module:
+    """The module measured for ``kind`` (see the module docstring), on CPU in fp32."""
+    if kind == "embed":
+        return nn.Embedding(shape.vocab, shape.hidden)
+    if kind == "block":
+        return tp_rank_block(shape, tp)
+    if kind == "head":
+        return Head(shape)
+    raise InputError(f"unknown layer kind {kind!r} (known: {', '.join(LAYER_KINDS)})")
+
+
+@dataclass
+class _LayerCase:
+    """A module with its inputs and the function that runs one training forward of it."""
+
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    upstream_grad: torch.Tensor | None
+    """fixed gradient of the output for ``backward``; ``None`` when the forward returns a loss"""
+
+    def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tensor to call backward on, the module's output tensor)."""
+        if isinstance(self.module, Head):
+            x, targets = self.inputs
+            logits = self.module(x)                                          # [b, s, V]
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            return loss, logits
+        out = self.module(*self.inputs)
+        return out, out
+
+    def backward(self, root: torch.Tensor) -> None:
+        torch.autograd.backward(root, self.upstream_grad)
+
+
+def _make_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, device: torch.device,
+               dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+    torch.manual_seed(seed)
+    module = build_layer(kind, shape, tp).to(device=device, dtype=dtype)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    if kind == "embed":
+        tokens = torch.randint(shape.vocab, (mbs, seq_len), generator=g).to(device)   # [b, s]
+        grad = torch.randn(mbs, seq_len, shape.hidden, generator=g).to(device=device, dtype=dtype)
+        return _LayerCase(module, (tokens,), grad)
+    x = torch.randn(mbs, seq_len, shape.hidden, generator=g).to(device=device, dtype=dtype)
+    x.requires_grad_(True)                                       # a pipeline stage needs dL/dx
+    if kind == "head":
+        targets = torch.randint(shape.vocab, (mbs, seq_len), generator=g).to(device)
+        return _LayerCase(module, (x, targets), None)
+    grad = torch.randn(mbs, seq_len, shape.hidden, generator=g).to(device=device, dtype=dtype)
+    return _LayerCase(module, (x,), grad)
+
+
+# --------------------------------------------------------------------------------------------
+# the measurements (each a small function, usable on any module)
+# --------------------------------------------------------------------------------------------
+
+def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch.Tensor]) -> int:
+    """Bytes autograd saves for backward while ``run_forward()`` runs: unique storages, the
+    whole storage of each, parameters (and views of them) excluded."""
+    param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    storages: dict[int, int] = {}
+    keep_alive: list[torch.Tensor] = []   # data_ptr is only unique while the tensor lives
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if ptr and ptr not in param_ptrs and ptr not in storages:
+            storages[ptr] = st.nbytes()
+            keep_alive.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = run_forward()
+    del result, keep_alive
+    return sum(storages.values())
+
+
+class _Clock:
+    """Wall time of a piece of work on ``device`` (CUDA events and a synchronise on GPUs)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.device = device
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    @contextlib.contextmanager
+    def measure(self, out: list[float]) -> Iterator[None]:
+        """Append the elapsed seconds of the ``with`` body to ``out``."""
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.sync()
+            start.record()
+            yield
+            end.record()
+            end.synchronize()
+            out.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            yield
+            out.append(time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _quiet_process(threads: int | None) -> Iterator[int]:
+    """Fix torch's intra-op thread count and pause the garbage collector while measuring;
+    both are restored afterwards.  Yields the thread count in force."""
+    old_threads = torch.get_num_threads()
+    gc_was_enabled = gc.isenabled()
+    if threads is not None:
+        if threads < 1:
+            raise InputError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    gc.collect()
+    gc.disable()
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        torch.set_num_threads(old_threads)
+
+
+def _inner_iterations(one_iteration_s: float, settings: TimingSettings) -> int:
+    if one_iteration_s <= 0:
+        return settings.max_inner
+    return max(1, min(settings.max_inner, math.ceil(settings.min_sample_s / one_iteration_s)))
+
+
+def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[float, float]:
+    """(median forward seconds, median backward seconds) of one layer case."""
+    clock = _Clock(settings.device)
+    fwd_warm: list[float] = []
+    bwd_warm: list[float] = []
+    for _ in range(max(1, settings.warmup)):
+        with clock.measure(fwd_warm):
+            root, _ = case.forward()
+        with clock.measure(bwd_warm):
+            case.backward(root)
+        del root
+    fwd_inner = _inner_iterations(min(fwd_warm), settings)
+    bwd_inner = _inner_iterations(min(bwd_warm), settings)
+
+    fwd_samples: list[float] = []
+    for _ in range(settings.repeats):
+        one: list[float] = []
+        with clock.measure(one):
+            for _ in range(fwd_inner):
+                root, _ = case.forward()
+                del root            # frees the graph, as a forward whose output is consumed would
+        fwd_samples.append(one[0] / fwd_inner)
+
+    bwd_samples: list[float] = []
+    for _ in range(settings.repeats):
+        parts: list[float] = []
+        for _ in range(bwd_inner):
+            root, _ = case.forward()
+            clock.sync()
+            with clock.measure(parts):
+                case.backward(root)
+            del root
+        bwd_samples.append(sum(parts) / bwd_inner)
+    return statistics.median(fwd_samples), statistics.median(bwd_samples)
+
+
+def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
+                               settings: TimingSettings) -> float:
+    """Median seconds of one ``step()`` of the optimizer over ``params`` (given random
+    gradients), divided by the number of parameter elements."""
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opt = make_optimizer(params)
+    clock = _Clock(settings.device)
+    warm: list[float] = []
+    for _ in range(max(1, settings.warmup)):
+        with clock.measure(warm):
+            opt.step()
+    inner = _inner_iterations(min(warm), settings)
+    samples: list[float] = []
+    for _ in range(settings.repeats):
+        one: list[float] = []
+        with clock.measure(one):
+            for _ in range(inner):
+                opt.step()
+        samples.append(one[0] / inner)
+    n = sum(p.numel() for p in params)
+    return statistics.median(samples) / n
+
+
+# --------------------------------------------------------------------------------------------
+# orchestration
+# --------------------------------------------------------------------------------------------
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _resolve_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise InputError(f"bad device {device!r}: {e}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} asked for, but CUDA is not available in this torch")
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"device {device!r}: only cpu and cuda are supported")
+    return dev
+
+
+def resolve_model_shape(spec: str) -> ModelShape:
+    """A built-in shape name or a transformer-shape JSON file; InputError otherwise."""
+    shape = resolve_shape(spec)
+    if shape is None:
+        raise InputError(f"cannot profile model {spec!r}: not a built-in name ({', '.join(BUILTIN_SHAPES)}) "
+                         f"nor a transformer shape .json file")
+    return shape
+
+
+def _check_positive_ints(name: str, values: tuple[int, ...] | list[int]) -> list[int]:
+    vals = sorted(set(values))
+    if not vals or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in vals):
+        raise InputError(f"{name} must be a non-empty list of positive integers, got {list(values)!r}")
+    return vals
+
+
+def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
+                  seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
+                  threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
+                  progress: ProgressCallback | None = None) -> ModelProfile:
+    """Measure ``spec`` (a built-in shape name or a shape JSON) layer kind by layer kind.
+
+    ``mbs_list`` micro-batch sizes and ``tp_list`` TP degrees are measured for the block (embed
+    and head at t=1 only); ``seq_len`` defaults to the shape's; ``threads`` fixes torch's thread
+    count while measuring (default: leave it); ``precision`` is the dtype of parameters and
+    activations (fp32 on CPU); ``progress`` is called after each measured (kind, mbs, tp) and
+    after the optimizer measurement."""
+    shape = resolve_model_shape(spec)
+    dev = _resolve_device(device)
+    if precision not in PRECISION_DTYPES:
+        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    dtype = PRECISION_DTYPES[precision]
+    mbs_vals = _check_positive_ints("mbs_list", mbs_list)
+    tp_vals = _check_positive_ints("tp_list", tp_list)
+    if 1 not in tp_vals:
+        tp_vals = [1] + tp_vals                  # t=1 is always needed (embed, head, param counts)
+    for t in tp_vals:
+        check_tp_degree(shape, t)
+    s = shape.seq_len if seq_len is None else seq_len
+    if not isinstance(s, int) or s < 1:
+        raise InputError(f"seq_len must be a positive integer, got {s!r}")
+    if warmup < 0 or repeats < 1:
+        raise InputError(f"warmup must be >= 0 and repeats >= 1 (got {warmup}, {repeats})")
+    settings = TimingSettings(device=dev, warmup=warmup, repeats=repeats)
+
+    points = [(kind, mbs, tp) for kind in LAYER_KINDS for tp in tp_vals for mbs in mbs_vals
+              if kind == "block" or tp == 1]
+    total = len(points) + 1
+    kinds: dict[str, LayerKindProfile] = {}
+    with _quiet_process(threads) as n_threads:
+        for done, (kind, mbs, tp) in enumerate(points, start=1):
+            case = _make_case(kind, shape, tp, mbs, s, dev, dtype)
+            params = list(case.module.parameters())
+            fwd_s, bwd_s = time_forward_backward(case, settings)
+            holder: dict[str, torch.Tensor] = {}
+
+            def run() -> torch.Tensor:
+                root, out = case.forward()
+                holder["out"] = out
+                return root
+            saved = saved_activation_bytes(run, params)
+            out_bytes = holder["out"].numel() * holder["out"].element_size()
+            del holder
+            if kind not in kinds:
+                full = case.module if tp == 1 else build_layer(kind, shape, 1)
+                kinds[kind] = LayerKindProfile(
+                    param_count=sum(p.numel() for p in full.parameters()),
+                    param_bytes=sum(p.numel() for p in full.parameters()) * torch.empty((), dtype=dtype).element_size(),
+                    tp_shardable=(kind == "block"), timings=[],
+                    flops_per_sample=forward_flops_per_sample(kind, shape, s))
+            kinds[kind].timings.append(LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s,
+                                                   saved_activation_bytes=saved, output_bytes=out_bytes))
+            if progress is not None:
+                progress(ProgressEvent(what=f"{kind} mbs={mbs} tp={tp}", done=done, total=total))
+
+        adamw_s, sgd_s = _measure_optimizers(shape, dev, dtype, settings, optimizer_min_params)
+        if progress is not None:
+            progress(ProgressEvent(what="optimizer step", done=total, total=total))
+
+    layers, edges = layer_chain(shape)
+    environment = {
+        "torch": torch.__version__, "python": platform.python_version(),
+        "device": _device_name(dev), "device_type": dev.type, "threads": n_threads,
+        "hostname": socket.gethostname(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "warmup": warmup, "repeats": repeats, "statistic": "median",
+        "tp_measurement": "one TP rank's compute, no communication, no sequence parallel",
+        "head_measurement": "Head + cross-entropy loss, backward from the loss",
+    }
+    return ModelProfile(model_spec=spec, shape=shape.to_dict(), precision=precision, seq_len=s,
+                        layers=layers, edges=edges, kinds=kinds, environment=environment,
+                        optimizer_step_s_per_param=adamw_s, optimizer_step_s_per_param_sgd=sgd_s,
+                        source="measured")
+
+
+def _measure_optimizers(shape: ModelShape, device: torch.device, dtype: torch.dtype,
+                        settings: TimingSettings, min_params: int) -> tuple[float, float]:
+    """(AdamW, SGD) seconds per parameter per step, over enough copies of a block's parameters
+    to hold ``min_params`` elements."""
+    per_block = shape.block_param_count()
+    copies = max(1, math.ceil(min_params / per_block))
+    params = [p.detach().clone().requires_grad_(True)
+              for _ in range(copies) for p in Block(shape).to(device=device, dtype=dtype).parameters()]
+    adamw = optimizer_step_s_per_param(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), settings)
+    sgd = optimizer_step_s_per_param(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), settings)
+    return adamw, sgd
