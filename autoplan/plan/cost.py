@@ -213,6 +213,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         else:
             dp_sync = 0.0
         opt_rate = profile.optimizer_step_s_per_param
+        if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
+            opt_rate = profile.optimizer_step_s_per_param_sgd
         optimizer = opt_rate * params / s_o
         static = params * (w_b / s_w + g_b / s_g + o_b / s_o)
         out[info.name] = LayerCost(

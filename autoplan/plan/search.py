@@ -154,6 +154,10 @@ def _tiebreak(c: Candidate) -> tuple:
             RECOMPUTE.index(lay.recompute), lay.vp, lay.sp, -lay.mbs)
 
 
+def _degrees(lay: Layout) -> tuple:
+    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.schedule
+
+
 @dataclass
 class SearchResult:
     best: list[Candidate]
@@ -201,7 +205,11 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
         statuses.add(status)
         if status == "feasible":
             bound = min(bound, ilp_bound)
-        best.append(Candidate(placed, pred, status, ilp_bound))
+        cand = Candidate(placed, pred, status, ilp_bound)
+        same = [c for c in best if _degrees(c.layout) == _degrees(placed)]
+        if same and _tiebreak(same[0]) <= _tiebreak(cand):
+            continue      # keep runner-ups distinct in degrees and micro-batching
+        best = [c for c in best if c not in same] + [cand]
         best.sort(key=_tiebreak)
         del best[opts.top_k:]
     wall = time.perf_counter() - t0

@@ -1,0 +1,278 @@
+"""The ``autoplan`` command line: thin typed wrappers over the library.
+
+This is the only place that turns errors into exit codes: an :class:`AutoplanError` (bad input,
+impossible layout, a model that fits nowhere) becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+
+from autoplan.errors import AutoplanError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a "
+                       "PyTorch model.  profile -> solve -> run; `autoplan demo` does all three on this machine.")
+profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers or a cluster's links (writes JSON).")
+app.add_typer(profile_app, name="profile")
+
+MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
+              "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len) or a model profile JSON")
+CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
+LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
+               "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1)")
+
+
+def _err(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+
+
+@contextmanager
+def _progress(description: str, enabled: bool = True) -> Iterator:
+    """A rich progress bar on a terminal; nothing otherwise. Yields update(done, total, what)."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda done, total, what="": None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[what]}"), transient=True, console=_console(err=True)) as prog:
+        task = prog.add_task(description, total=None, what="")
+
+        def update(done: int, total: int, what: str = "") -> None:
+            prog.update(task, completed=done, total=total, what=what)
+        yield update
+
+
+def _console(err: bool = False):
+    from rich.console import Console
+    return Console(stderr=err, highlight=False)
+
+
+def _parse_bytes(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    from autoplan.profile.links import parse_bytes
+    return parse_bytes(text)
+
+
+def _int_list(text: str, what: str) -> tuple[int, ...]:
+    from autoplan.errors import InputError
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"{what} must be a comma-separated list of integers, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise InputError(f"{what} must list positive integers, got {text!r}")
+    return vals
+
+
+# --------------------------------------------------------------------------------------------
+# profile
+# --------------------------------------------------------------------------------------------
+
+@profile_app.command("model")
+def profile_model_cmd(
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    out: Path = typer.Option(..., "--out", help="where to write the model profile JSON"),
+    mbs: str = typer.Option("1,2,4", help="micro-batch sizes to measure, comma-separated"),
+    tp: str = typer.Option("1", help="tensor-parallel degrees to measure the sharded block at, e.g. 1,2,4"),
+    seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
+    repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
+    warmup: int = typer.Option(2, help="untimed warm-up iterations"),
+    threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
+) -> None:
+    """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes."""
+    from autoplan.profile.layers import profile_model
+    with _progress("profiling layers") as update:
+        prof = profile_model(model, mbs_list=_int_list(mbs, "--mbs"), tp_list=_int_list(tp, "--tp"),
+                             seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
+                             progress=lambda e: update(e.done, e.total, e.what))
+    prof.save(out)
+    blk = prof.kinds.get("block")
+    summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params"
+    if blk:
+        t = blk.timing(min(_int_list(mbs, "--mbs")), 1)
+        summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
+    typer.echo(summary)
+
+
+@profile_app.command("cluster")
+def profile_cluster_cmd(
+    nproc: int = typer.Option(..., "--nproc", help="local processes (devices) to measure"),
+    out: Path = typer.Option(..., "--out", help="where to write the cluster profile JSON"),
+    memory_per_device: Optional[str] = typer.Option(None, help="memory budget per device, e.g. 512MiB (CPU)"),
+    max_size: str = typer.Option("4MiB", help="largest message size measured"),
+    repeats: int = typer.Option(5, help="timed repeats per size (median kept)"),
+) -> None:
+    """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth."""
+    from autoplan.profile.links import profile_cluster
+    mem = _parse_bytes(memory_per_device)
+    with _progress("profiling links") as update:
+        cl = profile_cluster(nproc, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
+                             repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
+    cl.save(out)
+    ar = cl.links["intra_node"].get("all_reduce", {})
+    line = f"wrote {out}: {cl.world_size} devices, {cl.device.memory_bytes / 2**20:.0f} MiB each"
+    if ar:
+        g = max(ar)
+        line += f"; all_reduce on {g}: {ar[g].latency_s * 1e6:.1f} us + n / {ar[g].bandwidth_bytes_per_s / 1e9:.2f} GB/s"
+    typer.echo(line)
+
+
+# --------------------------------------------------------------------------------------------
+# solve / estimate
+# --------------------------------------------------------------------------------------------
+
+def _print_plan(plan, out_path: Optional[Path]) -> None:
+    con = _console()
+    lay, p, s = plan.layout, plan.predicted, plan.solver
+    con.print(f"[bold]layout[/bold]   {lay.short()}")
+    for i, st in enumerate(lay.stages):
+        shown = st if len(st) <= 6 else st[:2] + ["..."] + st[-2:]
+        con.print(f"  stage {i}: {', '.join(shown)}  ({len(st)} layers)")
+    con.print(f"[bold]predicted[/bold] step {p.step_time_s * 1e3:.3f} ms, {p.throughput_samples_per_s:.1f} samples/s, "
+              f"peak memory {p.peak_memory_bytes / 2**20:.1f} MiB per device")
+    con.print("  " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in p.breakdown_s.items() if v > 0))
+    con.print(f"[bold]solver[/bold]   {s.status}, objective {s.objective * 1e3:.3f} ms, bound {s.bound * 1e3:.3f} ms "
+              f"(gap {s.gap * 100:.2f}%), {s.layouts_considered} layouts, {s.layouts_pruned} pruned by bound, "
+              f"{s.ilps_solved} ILPs, {s.wall_s:.2f} s")
+    if plan.alternatives:
+        con.print("[bold]why[/bold]")
+        for line in plan.explanation[2:]:
+            con.print("  " + line)
+    if out_path:
+        con.print(f"wrote {out_path}")
+
+
+@app.command()
+def solve(
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    cluster: str = typer.Option(..., "--cluster", help=CLUSTER_HELP),
+    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
+    layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the plan JSON here"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
+    precision: Optional[str] = typer.Option(None, help="bf16|fp16|fp32 (default: fp32 on CPU, bf16 on GPUs)"),
+    optimizer: str = typer.Option("adamw", help="adamw|sgd (sets optimizer-state memory)"),
+    memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
+    top_k: int = typer.Option(5, help="runner-up layouts to keep"),
+    time_limit: float = typer.Option(10.0, help="CBC time limit per placement ILP, seconds"),
+    tp_across_nodes: bool = typer.Option(False, help="allow tensor parallel groups to span nodes"),
+) -> None:
+    """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
+    from autoplan.plan.api import make_problem, solve_problem
+    from autoplan.plan.plan import parse_layout_constraints
+    from autoplan.plan.search import SearchOptions
+    fixed = parse_layout_constraints(layout)
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=_parse_bytes(memory_per_device))
+    opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes)
+    with _progress("solving", enabled=not as_json) as update:
+        plan = solve_problem(pb, opts, progress=lambda d, t: update(d, t, ""))
+    if out:
+        plan.save(out)
+    if as_json:
+        typer.echo(json.dumps(plan.to_dict(), indent=2))
+    else:
+        _print_plan(plan, out)
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    cluster: str = typer.Option(..., "--cluster", help=CLUSTER_HELP),
+    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    layout: str = typer.Option(..., "--layout", help="the layout to cost; missing fields: tp=pp=1, dp=rest, mbs=1, "
+                                                     "micro-batches from the batch. " + LAYOUT_HELP),
+    seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
+    as_json: bool = typer.Option(False, "--json", help="print {layout, predicted, fits} as JSON"),
+    precision: Optional[str] = typer.Option(None, help="bf16|fp16|fp32"),
+    optimizer: str = typer.Option("adamw", help="adamw|sgd"),
+    memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+) -> None:
+    """Predict the step time and memory of one given layout, with the same cost model as solve."""
+    from autoplan.plan.api import estimate as do_estimate
+    lay, pred = do_estimate(model, cluster, global_batch, layout, precision=precision, optimizer=optimizer,
+                            seq_len=seq_len, memory_per_device_bytes=_parse_bytes(memory_per_device))
+    if as_json:
+        typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
+        return
+    typer.echo(f"layout    {lay.short()}  stages {[len(s) for s in lay.stages]}")
+    typer.echo(f"predicted step {pred.step_time_s * 1e3:.3f} ms, peak memory {pred.peak_memory_bytes / 2**20:.1f} MiB "
+               f"per device: {'fits' if pred.fits else 'DOES NOT FIT'}")
+    typer.echo("  " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in pred.breakdown_s.items() if v > 0))
+
+
+# --------------------------------------------------------------------------------------------
+# run / demo
+# --------------------------------------------------------------------------------------------
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(
+    ctx: typer.Context,
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    nnodes: int = typer.Option(1, help="nodes (one torchrun agent per node)"),
+    node_rank: Optional[int] = typer.Option(None, help="this node's rank (multi-node)"),
+    rdzv_endpoint: Optional[str] = typer.Option(None, help="host:port of the c10d rendezvous (multi-node)"),
+) -> None:
+    """Launch SCRIPT under torchrun with the plan's world size:  autoplan run plan.json -- SCRIPT [ARGS...]"""
+    from autoplan.errors import InputError
+    from autoplan.execute.launch import launch
+    from autoplan.plan.plan import Plan
+    args = list(ctx.args)
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
+        raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
+    Plan.load(plan)   # refuse a malformed plan before starting anything
+    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    raise typer.Exit(code)
+
+
+@app.command()
+def demo(
+    model: str = typer.Option("gpt-small", help="reference model to plan and train"),
+    nproc: int = typer.Option(4, help="local CPU processes standing in for devices"),
+    memory_per_device: str = typer.Option("48MiB", help="per-process memory budget, small enough that the choice matters"),
+    global_batch: int = typer.Option(16, help="sequences per step"),
+    steps: int = typer.Option(6, help="training steps to run with the chosen plan"),
+    workdir: Path = typer.Option(Path("autoplan-demo"), help="where profiles and the plan are written"),
+) -> None:
+    """The whole pipeline on this machine: profile a model and NPROC local processes, solve, train, compare."""
+    from autoplan.demo import run_demo
+    raise typer.Exit(run_demo(model=model, nproc=nproc, memory_per_device=memory_per_device,
+                              global_batch=global_batch, steps=steps, workdir=workdir))
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Entry point: AutoplanError -> one line and exit 2; Ctrl-C -> exit 130."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except AutoplanError as e:
+        _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

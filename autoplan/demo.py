@@ -1,0 +1,106 @@
+"""``autoplan demo``: the whole pipeline, real and small, on this machine's CPU.
+
+1. profile the model's layers (torch, this CPU)
+2. profile NPROC local gloo processes (collectives, alpha-beta fits), each with a memory budget
+3. solve (pulp ILP) under that budget, so the budget decides between DP, ZeRO, TP and PP
+4. train a few steps with the chosen plan under torchrun and compare predicted with measured
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from autoplan.errors import InputError
+
+STEP_LINE = re.compile(r"^step (\d+) loss ([-+0-9.eEnaif]+) time_s ([0-9.eE+-]+)")
+
+
+def train_script() -> Path:
+    """examples/train_gpt.py of this checkout."""
+    p = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
+    if not p.is_file():
+        raise InputError(f"the demo needs examples/train_gpt.py from the autoplan repository (looked at {p})")
+    return p
+
+
+def measured_steps(output: str) -> list[tuple[int, float, float]]:
+    """(step, loss, time_s) for each ``step <n> loss <x> time_s <t>`` line."""
+    out = []
+    for line in output.splitlines():
+        m = STEP_LINE.match(line.strip())
+        if m:
+            out.append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
+    return out
+
+
+def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.02, timeout_s: float = 600) -> list[tuple[int, float, float]]:
+    from autoplan.execute.launch import torchrun_command
+    from autoplan.plan.plan import Plan
+    plan = Plan.load(plan_path)
+    cmd = torchrun_command(plan, str(train_script()), ["--plan", str(plan_path), "--steps", str(steps), "--lr", str(lr)])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise InputError(f"training with {plan_path} failed (exit {proc.returncode}): {tail[0]}")
+    return measured_steps(proc.stdout)
+
+
+def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: int, steps: int, workdir: Path) -> int:
+    from autoplan.plan.api import Problem, solve_problem
+    from autoplan.plan.cost import TrainingConfig
+    from autoplan.profile.layers import profile_model
+    from autoplan.profile.links import parse_bytes, profile_cluster
+
+    if steps < 2:
+        raise InputError("--steps must be at least 2 (the first step is warm-up)")
+    mem = parse_bytes(memory_per_device)
+    workdir.mkdir(parents=True, exist_ok=True)
+    say = lambda s: print(s, flush=True)  # noqa: E731
+    t0 = time.perf_counter()
+
+    say(f"[1/4] profiling {model} layers on this CPU ...")
+    prof = profile_model(model, mbs_list=(1, 2, 4), repeats=3, threads=1)
+    prof.save(workdir / "model.json")
+    blk = prof.kinds["block"].timing(1, 1)
+    say(f"      block fwd {blk.forward_s * 1e3:.2f} ms, bwd {blk.backward_s * 1e3:.2f} ms, "
+        f"saves {blk.saved_activation_bytes / 2**20:.2f} MiB at mbs 1 -> {workdir / 'model.json'}")
+
+    say(f"[2/4] profiling {nproc} local processes (gloo collectives) ...")
+    cl = profile_cluster(nproc, memory_per_device_bytes=mem)
+    cl.save(workdir / "cluster.json")
+    ar = cl.links["intra_node"]["all_reduce"]
+    g = max(ar)
+    say(f"      all_reduce on {g}: {ar[g].latency_s * 1e6:.0f} us + bytes / {ar[g].bandwidth_bytes_per_s / 1e9:.2f} GB/s; "
+        f"budget {mem / 2**20:.0f} MiB per process -> {workdir / 'cluster.json'}")
+
+    say(f"[3/4] solving for global batch {global_batch} ...")
+    train = TrainingConfig(global_batch=global_batch, precision="fp32", optimizer="sgd")
+    plan = solve_problem(Problem(prof, cl, train, str(workdir / "model.json"), str(workdir / "cluster.json")))
+    plan.training.model_spec = model
+    plan.save(workdir / "plan.json")
+    for line in plan.explanation:
+        say("      " + line)
+
+    say(f"[4/4] training {steps} steps with the plan (torchrun, {plan.layout.world_size} processes) ...")
+    runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]
+    runner_up = next((a for a in plan.alternatives if a.predicted.fits and a.layout.stages), None)
+    if runner_up is not None:
+        alt_plan = type(plan)(layout=runner_up.layout, predicted=runner_up.predicted, solver=plan.solver,
+                              training=plan.training)
+        alt_plan.save(workdir / "plan_alternative.json")
+        runs.append((runner_up.family, runner_up.layout, runner_up.predicted, workdir / "plan_alternative.json"))
+    say(f"      {'layout':<48} {'predicted':>10} {'measured':>10}  losses")
+    for name, lay, pred, path in runs:
+        rows = train_with_plan(path, steps)
+        if len(rows) < 2:
+            raise InputError(f"training printed {len(rows)} step lines, expected {steps}")
+        measured = statistics.median(t for _, _, t in rows[1:])
+        losses = " ".join(f"{l:.3f}" for _, l, _ in rows)
+        say(f"      {lay.short():<48} {pred.step_time_s:>9.3f}s {measured:>9.3f}s  {losses}   ({name})")
+    say(f"done in {time.perf_counter() - t0:.0f} s; plan at {workdir / 'plan.json'}")
+    return 0

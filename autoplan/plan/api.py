@@ -1,0 +1,159 @@
+"""The planner's front door: resolve model and cluster specs, then solve or estimate.
+
+``solve`` and ``estimate`` share every step but the search, so a layout fixed with ``--layout``
+is costed exactly as ``estimate`` costs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from autoplan.errors import InputError, LayoutError
+from autoplan.jsonio import read_json
+from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.explain import explain, family_alternatives
+from autoplan.plan.plan import Layout, Plan, Prediction, TrainingSpec, parse_layout_constraints
+from autoplan.plan.search import SearchOptions, place, search
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+
+@dataclass
+class Problem:
+    """A resolved planning problem: what to train, on what."""
+
+    profile: ModelProfile
+    cluster: ClusterProfile
+    train: TrainingConfig
+    model_spec: str
+    cluster_spec: str
+
+
+def resolve_cluster(spec: str) -> ClusterProfile:
+    """A cluster profile JSON file, or a catalogue entry ``name:nodes`` (e.g. ``dgx-a100-80gb:16``)."""
+    p = Path(spec)
+    if p.suffix == ".json" or p.exists():
+        return ClusterProfile.load(p)
+    from autoplan.profile.hardware import catalogue_cluster
+    return catalogue_cluster(spec)
+
+
+def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
+                          progress: Callable | None = None) -> ModelProfile:
+    """A measured model profile JSON; or a shape (built-in name / shape JSON), profiled
+    analytically for a catalogue cluster or measured on this machine for a measured cluster."""
+    from autoplan.models.shapes import BUILTIN_SHAPES, resolve_shape
+    p = Path(spec)
+    if p.suffix == ".json" and p.exists() and read_json(p, "model").get("kind") == "model_profile":
+        prof = ModelProfile.load(p)
+        if seq_len is not None and seq_len != prof.seq_len:
+            raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {p} was measured at")
+        return prof
+    shape = resolve_shape(spec)
+    if shape is None:
+        if p.suffix == ".json" and not p.exists():
+            raise InputError(f"model file not found: {spec}")
+        raise InputError(f"unknown model {spec!r}: give a built-in name ({', '.join(BUILTIN_SHAPES)}), "
+                         f"a shape JSON file or a model profile JSON file")
+    if seq_len is not None and seq_len != shape.seq_len:
+        shape = type(shape)(**{**shape.to_dict(), "seq_len": seq_len})
+    if cluster.source == "catalogue":
+        from autoplan.profile.analytic import analytic_model_profile
+        return analytic_model_profile(shape, cluster, precision=precision)
+    from autoplan.profile.layers import profile_model
+    return profile_model(spec, seq_len=shape.seq_len, progress=progress)
+
+
+def make_problem(model: str, cluster: str, global_batch: int, *, precision: str | None = None,
+                 optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
+                 progress: Callable | None = None) -> Problem:
+    cl = resolve_cluster(cluster)
+    if memory_per_device_bytes is not None:
+        cl.device.memory_bytes = memory_per_device_bytes
+    if precision is None:
+        precision = "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32"
+    prof = resolve_model_profile(model, cl, precision=precision, seq_len=seq_len, progress=progress)
+    return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
+                   model, cluster)
+
+
+def _training_spec(pb: Problem, world: int) -> TrainingSpec:
+    shape = pb.profile.shape
+    return TrainingSpec(model_spec=pb.profile.model_spec or pb.model_spec, shape=shape,
+                        global_batch=pb.train.global_batch, seq_len=pb.profile.seq_len,
+                        precision=pb.train.precision, optimizer=pb.train.optimizer,
+                        model_profile=pb.model_spec if pb.model_spec.endswith(".json") else "",
+                        cluster_profile=pb.cluster_spec if pb.cluster_spec.endswith(".json") else "",
+                        cluster_spec=pb.cluster_spec, world_size=world)
+
+
+def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: bool = True,
+                  progress: Callable[[int, int], None] | None = None) -> Plan:
+    opts = opts or SearchOptions()
+    res = search(pb.profile, pb.cluster, pb.train, opts, progress=progress)
+    chosen = res.best[0]
+    alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)
+    plan = Plan(layout=chosen.layout, predicted=chosen.predicted, solver=res.solver,
+                training=_training_spec(pb, chosen.layout.world_size), alternatives=alts)
+    plan.explanation = explain(plan)
+    return plan
+
+
+def solve(model: str, cluster: str, global_batch: int, *, layout: str | dict | None = None,
+          precision: str | None = None, optimizer: str = "adamw", seq_len: int | None = None,
+          memory_per_device_bytes: int | None = None, options: SearchOptions | None = None) -> Plan:
+    """Choose the layout with the least predicted step time that fits every device."""
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=memory_per_device_bytes)
+    opts = options or SearchOptions()
+    fixed = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout or {})
+    opts.fixed = {**opts.fixed, **fixed}
+    return solve_problem(pb, opts)
+
+
+def estimate_problem(pb: Problem, layout: Layout) -> tuple[Layout, Prediction]:
+    """Cost one complete layout; without stages, the solver's partitioner places the layers."""
+    layout.check_against(pb.cluster.world_size, None, pb.train.global_batch,
+                         heads=(pb.profile.shape or {}).get("heads"), kv_heads=(pb.profile.shape or {}).get("kv_heads"))
+    names = pb.profile.layer_names()
+    if layout.pp * layout.vp > len(names):
+        raise LayoutError(f"pp*vp = {layout.pp * layout.vp} stages but the model has only {len(names)} layers")
+    costs = layer_costs(pb.profile, pb.cluster, layout, pb.train)
+    if not layout.stages:
+        placed, _, _ = place(pb.profile, pb.cluster, layout, pb.train, costs)
+        if placed is None:   # no placement fits: report the one that needs the least memory
+            placed, _, _ = place(pb.profile, pb.cluster, layout, pb.train, costs, objective="memory")
+        layout = placed
+    return layout, evaluate(pb.profile, pb.cluster, layout, pb.train, costs)
+
+
+def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
+    """A full layout from the fields the user gave. Missing: tp=1, pp=1, dp = world/(tp*pp),
+    mbs=1, num_microbatches = global_batch/(dp*mbs)."""
+    if not given:
+        raise InputError("--layout is required for estimate (e.g. dp=2,tp=2,pp=1,mbs=4)")
+    d = dict(given)
+    tp, pp = d.setdefault("tp", 1), d.setdefault("pp", 1)
+    if "dp" not in d:
+        if world % (tp * pp):
+            raise LayoutError(f"tp*pp = {tp * pp} does not divide the world size {world}")
+        d["dp"] = world // (tp * pp)
+    mbs = d.setdefault("mbs", 1)
+    if "num_microbatches" not in d:
+        if global_batch % (d["dp"] * mbs):
+            raise LayoutError(f"dp*mbs = {d['dp'] * mbs} does not divide the global batch {global_batch}")
+        d["num_microbatches"] = global_batch // (d["dp"] * mbs)
+    if d.get("vp", 1) > 1:
+        d.setdefault("schedule", "interleaved")
+    return Layout.from_dict(d, "--layout")
+
+
+def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *, precision: str | None = None,
+             optimizer: str = "adamw", seq_len: int | None = None,
+             memory_per_device_bytes: int | None = None) -> tuple[Layout, Prediction]:
+    """Predicted step time and memory of one given layout (see ``complete_layout`` for defaults)."""
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=memory_per_device_bytes)
+    given = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout)
+    return estimate_problem(pb, complete_layout(given, pb.cluster.world_size, pb.train.global_batch))

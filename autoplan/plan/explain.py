@@ -1,0 +1,76 @@
+"""Why this layout: the chosen plan beside the best of each other family, and the cost term that
+makes each one lose."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autoplan.errors import InfeasibleError, LayoutError
+from autoplan.plan.cost import TrainingConfig
+from autoplan.plan.plan import COST_TERMS, Alternative, Plan, Prediction
+from autoplan.plan.search import Candidate, SearchOptions, search
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+# name -> layout fields that define the family
+FAMILIES: dict[str, dict] = {
+    "best without pipeline parallel": {"pp": 1},
+    "best without tensor parallel": {"tp": 1},
+    "pure data parallel (DDP)": {"tp": 1, "pp": 1, "zero": 0},
+    "ZeRO-3 / FSDP": {"tp": 1, "pp": 1, "zero": 3},
+}
+
+
+def loses_on(chosen: Prediction, alt: Prediction, memory_bytes: int) -> str:
+    """The term that costs ``alt`` the most against ``chosen`` (or memory, if it does not fit)."""
+    if not alt.fits:
+        return f"memory: needs {alt.peak_memory_bytes / 2**20:.1f} MiB > {memory_bytes / 2**20:.1f} MiB per device"
+    diffs = {t: alt.breakdown_s.get(t, 0.0) - chosen.breakdown_s.get(t, 0.0) for t in COST_TERMS}
+    term = max(diffs, key=lambda t: diffs[t])
+    if diffs[term] <= 0:
+        return "ties (same predicted time)"
+    return f"{term} (+{diffs[term] * 1e3:.3g} ms)"
+
+
+def _in_family(c: Candidate, fields: dict) -> bool:
+    return all(getattr(c.layout, k) == v for k, v in fields.items())
+
+
+def family_alternatives(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig, opts: SearchOptions,
+                        chosen: Candidate, best: list[Candidate]) -> list[Alternative]:
+    """Runner-ups first, then the best layout of each family the chosen one is not in."""
+    mem = cluster.device.memory_bytes
+    out = [Alternative(c.layout, c.predicted, family=f"runner-up {i}", loses_on=loses_on(chosen.predicted, c.predicted, mem))
+           for i, c in enumerate(best[1:], start=1)]
+    for name, fields in FAMILIES.items():
+        if _in_family(chosen, fields):
+            continue
+        if any(opts.fixed.get(k, v) != v for k, v in fields.items()):
+            continue     # the user's constraints exclude this family
+        fam_opts = replace(opts, fixed={**opts.fixed, **fields}, top_k=1)
+        try:
+            c = search(profile, cluster, train, fam_opts).best[0]
+        except InfeasibleError as e:
+            pred = Prediction(step_time_s=float("inf"), peak_memory_bytes=e.min_memory_bytes or 0, breakdown_s={},
+                              fits=False)
+            from autoplan.plan.plan import Layout
+            out.append(Alternative(Layout(**{k: v for k, v in fields.items()}), pred, family=name,
+                                   loses_on=loses_on(chosen.predicted, pred, mem)))
+            continue
+        except LayoutError:
+            continue
+        out.append(Alternative(c.layout, c.predicted, family=name, loses_on=loses_on(chosen.predicted, c.predicted, mem)))
+    return out
+
+
+def explain(plan: Plan) -> list[str]:
+    """Plain-text lines: the choice, its cost terms, and each family's best with why it loses."""
+    p = plan.predicted
+    lines = [f"chosen: {plan.layout.short()}  step {p.step_time_s * 1e3:.2f} ms, "
+             f"peak memory {p.peak_memory_bytes / 2**20:.1f} MiB per device"]
+    terms = sorted(((v, k) for k, v in p.breakdown_s.items() if v > 0), reverse=True)
+    if terms:
+        lines.append("time goes to: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for v, k in terms))
+    for a in plan.alternatives:
+        t = "does not fit" if not a.predicted.fits else f"{a.predicted.step_time_s * 1e3:.2f} ms"
+        lines.append(f"{a.family}: {a.layout.short()}  {t}; loses on {a.loses_on}")
+    return lines
