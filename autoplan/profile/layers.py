@@ -332,7 +332,8 @@ def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Calla
 # orchestration
 # --------------------------------------------------------------------------------------------
 
-def _device_name(device: torch.device) -> str:
+def device_name(device: torch.device) -> str:
+    """A readable name of the device (the CPU model, or the CUDA device name)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     cpuinfo = Path("/proc/cpuinfo")
@@ -437,7 +438,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     layers, edges = layer_chain(shape)
     environment = {
         "torch": torch.__version__, "python": platform.python_version(),
-        "device": _device_name(dev), "device_type": dev.type, "threads": n_threads,
+        "device": device_name(dev), "device_type": dev.type, "threads": n_threads,
         "hostname": socket.gethostname(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "warmup": warmup, "repeats": repeats, "statistic": "median",
         "tp_measurement": "one TP rank's compute, no communication, no sequence parallel",
