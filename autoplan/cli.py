@@ -51,7 +51,8 @@ def _progress(description: str, enabled: bool = True) -> Iterator:
 
 def _console(err: bool = False):
     from rich.console import Console
-    return Console(stderr=err, highlight=False)
+    stream = sys.stderr if err else sys.stdout
+    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
 
 
 def _parse_bytes(text: Optional[str]) -> Optional[int]:
@@ -225,7 +226,6 @@ def run(
 ) -> None:
     """Launch SCRIPT under torchrun with the plan's world size:  autoplan run plan.json -- SCRIPT [ARGS...]"""
     from autoplan.errors import InputError
-    from autoplan.execute.launch import launch
     from autoplan.plan.plan import Plan
     args = list(ctx.args)
     if args and args[0] == "--":
@@ -233,6 +233,7 @@ def run(
     if not args:
         raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
     Plan.load(plan)   # refuse a malformed plan before starting anything
+    from autoplan.execute.launch import launch
     code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
     raise typer.Exit(code)
 

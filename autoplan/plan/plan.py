@@ -263,6 +263,13 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
             out[k] = v
         else:
             raise InputError(f"--layout: unknown key {k!r} (known: {', '.join(sorted(ints | strs))})")
+    for k, v in out.items():
+        if k in ints and (v < (0 if k in ("zero", "sp") else 1)):
+            raise InputError(f"--layout: {k} must be {'>= 0' if k in ('zero', 'sp') else 'positive'}, got {v}")
+    if out.get("zero", 0) > 3:
+        raise InputError(f"--layout: zero must be 0, 1, 2 or 3, got {out['zero']}")
+    if out.get("sp", 0) > 1:
+        raise InputError(f"--layout: sp must be 0 or 1, got {out['sp']}")
     if "recompute" in out and out["recompute"] not in RECOMPUTE:
         raise InputError(f"--layout: recompute must be one of {'|'.join(RECOMPUTE)}")
     if "schedule" in out and out["schedule"] not in SCHEDULES:

@@ -1,0 +1,144 @@
+"""Bad input ends with one clear line on stderr and exit code 2: no traceback, no output file."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from planner_instances import random_cluster, random_model_profile
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoplan.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert lines[0].startswith("error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = random.Random(7)
+    prof = random_model_profile(rng, n_blocks=3)            # 5 layers, heads from the rng
+    prof.shape["heads"] = prof.shape["kv_heads"] = 4
+    model = tmp_path / "model.json"
+    prof.save(model)
+    cluster = tmp_path / "cluster.json"
+    random_cluster(rng, world=4, memory_bytes=2**30).save(cluster)
+    big = tmp_path / "cluster8.json"
+    random_cluster(rng, world=8, memory_bytes=2**30).save(big)
+    return tmp_path, model, cluster, big
+
+
+def solve_args(model, cluster, out, *extra):
+    return ["solve", "--model", str(model), "--cluster", str(cluster), "--global-batch", "8", "--out", str(out), *extra]
+
+
+def test_solve_works_on_good_input(files):
+    tmp, model, cluster, _ = files
+    out = tmp / "plan.json"
+    proc = run_cli(*solve_args(model, cluster, out))
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(out.read_text())
+    assert plan["schema_version"] == 1 and plan["layout"]["stages"]
+    assert {"step_time_s", "peak_memory_bytes", "breakdown_s"} <= set(plan["predicted"])
+    assert {"status", "objective", "bound", "wall_s"} <= set(plan["solver"])
+
+
+def test_missing_profile(files):
+    tmp, model, _, _ = files
+    out = tmp / "plan.json"
+    assert_one_line_error(run_cli(*solve_args(model, tmp / "nope.json", out)), "not found")
+    assert not out.exists()
+
+
+def test_malformed_json(files):
+    tmp, _, cluster, _ = files
+    bad = tmp / "bad.json"
+    bad.write_text('{"schema_version": 1, "kind": "model_profile", ')
+    out = tmp / "plan.json"
+    assert_one_line_error(run_cli(*solve_args(bad, cluster, out)), "not valid JSON")
+    assert not out.exists()
+
+
+def test_malformed_profile_fields(files):
+    tmp, model, cluster, _ = files
+    d = json.loads(cluster.read_text())
+    del d["device"]["memory_bytes"]
+    bad = tmp / "badcluster.json"
+    bad.write_text(json.dumps(d))
+    assert_one_line_error(run_cli(*solve_args(model, bad, tmp / "p.json")), "malformed cluster profile")
+
+
+def test_wrong_schema_version(files):
+    tmp, model, cluster, _ = files
+    d = json.loads(model.read_text())
+    d["schema_version"] = 99
+    bad = tmp / "v99.json"
+    bad.write_text(json.dumps(d))
+    assert_one_line_error(run_cli(*solve_args(bad, cluster, tmp / "p.json")), "schema_version")
+
+
+@pytest.mark.parametrize("layout,needle", [
+    ("dp=3", "does not divide"),
+    ("tp=3", "does not divide"),
+    ("zero=7", "zero"),
+    ("bogus=1", "unknown key"),
+])
+def test_layout_that_does_not_divide(files, layout, needle):
+    tmp, model, cluster, _ = files
+    out = tmp / "plan.json"
+    assert_one_line_error(run_cli(*solve_args(model, cluster, out, "--layout", layout)), needle)
+    assert not out.exists()
+
+
+def test_tp_not_dividing_heads(files):
+    tmp, model, _, big = files
+    d = json.loads(model.read_text())
+    d["model"]["shape"]["heads"] = d["model"]["shape"]["kv_heads"] = 2
+    m2 = tmp / "model2.json"
+    m2.write_text(json.dumps(d))
+    assert_one_line_error(run_cli(*solve_args(m2, big, tmp / "p.json", "--layout", "tp=4")), "heads")
+
+
+def test_more_stages_than_layers(files):
+    tmp, model, _, big = files   # 5 layers, 8 devices
+    assert_one_line_error(run_cli(*solve_args(model, big, tmp / "p.json", "--layout", "pp=8")), "layers")
+
+
+def test_estimate_bad_layout(files):
+    tmp, model, cluster, _ = files
+    proc = run_cli("estimate", "--model", str(model), "--cluster", str(cluster), "--global-batch", "8",
+                   "--layout", "dp=2,tp=1,pp=1")
+    assert_one_line_error(proc, "world size")
+
+
+def test_model_fits_nowhere(files):
+    tmp, model, cluster, _ = files
+    out = tmp / "plan.json"
+    proc = run_cli(*solve_args(model, cluster, out, "--memory-per-device", "64KiB"))
+    assert_one_line_error(proc, "fits nowhere", "needs", "per device")
+    assert not out.exists()
+
+
+def test_run_rejects_malformed_plan(files, tmp_path):
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps({"schema_version": 1, "kind": "plan", "layout": {"dp": 2}}))
+    assert_one_line_error(run_cli("run", str(bad), "--", "examples/train_gpt.py"), "plan")
+    assert_one_line_error(run_cli("run", str(tmp_path / "missing.json"), "--", "x.py"), "not found")
+
+
+def test_unknown_model_name(files):
+    tmp, _, cluster, _ = files
+    assert_one_line_error(run_cli(*solve_args("gpt-nonexistent", cluster, tmp / "p.json")), "unknown model")
