@@ -1,0 +1,242 @@
+"""Apply a plan's layout to a model: the one documented order.
+
+Inside an initialised process group (``torchrun``, or spawned workers)::
+
+    model = build_model(BUILTIN_SHAPES["gpt-tiny"], seed=0)
+    par = autoplan.parallelize(model, Plan.load("plan.json"))
+    opt = torch.optim.SGD(par.parameters(), lr=0.1)
+    tokens, labels = synthetic_batch(step, global_batch, seq_len, vocab)   # [B, s] each
+    loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))      # same float on all ranks
+    opt.step(); opt.zero_grad()
+
+Order of application:
+
+0. **validate** (no collective, so every rank fails alike): world size, stage unit names,
+   TP degree against heads/KV heads/MLP width, micro-batch count against the schedule.
+1. **mesh** ``(pp, dp, tp)``, tp innermost (:mod:`autoplan.execute.mesh`).
+2. **pipeline split** (:mod:`autoplan.execute.pp`): deep-copy the model once per chunk this rank owns
+   and delete the units it does not (the caller's model is never changed).
+3. per chunk, **tensor parallel** on every block (:mod:`autoplan.execute.tp`; sequence parallel
+   when ``sp == 1``),
+4. then **activation recompute** per block (:mod:`autoplan.execute.recompute`),
+5. then **data parallel** (:mod:`autoplan.execute.dp`): DDP, or ``fully_shard`` per block then root.
+6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
+
+Loss and gradients: the loss is the mean token cross-entropy over the whole global batch
+(``dp * mbs * num_microbatches`` rows). Each micro-batch loss is a mean over its tokens; micro-batches
+are averaged (``1 / num_microbatches`` on each backward, or the schedule's ``scale_grads``) and DP
+averages over ranks, so the gradients equal those of one process on the full batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle
+from torch.distributed.tensor import DTensor
+
+from autoplan.errors import InputError, LaunchError, LayoutError
+from autoplan.execute.data import dp_slice
+from autoplan.execute.dp import apply_dp, set_gradient_sync
+from autoplan.execute.mesh import ParallelMesh, build_mesh
+from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
+from autoplan.execute.recompute import apply_recompute, canonical_name
+from autoplan.execute.tp import apply_tp
+from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE
+from autoplan.plan.plan import Layout, Plan
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over tokens: logits ``[b, s, vocab]``, labels int64 ``[b, s]`` -> scalar."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+
+@dataclass
+class Parallelized:
+    """A model laid out by :func:`parallelize`, from the point of view of one rank."""
+
+    modules: list[nn.Module]
+    """this rank's chunks (one per virtual stage; the whole model without PP), parallelized in place"""
+    runners: list[nn.Module]
+    """what is called per chunk: the DDP wrapper, or the chunk itself"""
+    mesh: ParallelMesh
+    layout: Layout
+    loss_fn: LossFn
+    device: torch.device
+    schedule: PipelineScheduleSingle | PipelineScheduleMulti | None = None
+    """the pipeline schedule; ``None`` without PP"""
+    stage_ids: list[int] = field(default_factory=list)
+    """global chunk index of each of :attr:`modules`"""
+
+    # -- where this rank sits ------------------------------------------------------------------
+    @property
+    def dp_rank(self) -> int:
+        return self.mesh.rank("dp")
+
+    @property
+    def dp_size(self) -> int:
+        return self.mesh.dp
+
+    @property
+    def rows_per_rank(self) -> int:
+        """Rows of one step on one DP rank: ``mbs * num_microbatches``."""
+        return self.layout.mbs * self.layout.num_microbatches
+
+    @property
+    def is_first_stage(self) -> bool:
+        """Feeds tokens (owns chunk 0)."""
+        return 0 in self.stage_ids
+
+    @property
+    def is_last_stage(self) -> bool:
+        """Computes the loss (owns the last chunk)."""
+        return self.mesh.pp * self.layout.vp - 1 in self.stage_ids if self.mesh.pp_enabled else True
+
+    def batch_slice(self, global_batch: torch.Tensor) -> torch.Tensor:
+        """This DP rank's rows of a global batch ``[dp * mbs * num_microbatches, ...]``."""
+        return dp_slice(global_batch, dp_rank=self.dp_rank, dp_size=self.dp_size)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        """Parameters of this rank's chunks (DTensor shards under TP/FSDP), for the optimizer."""
+        for m in self.modules:
+            yield from m.parameters()
+
+    def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """Like :meth:`parameters`, with the unsplit model's names (wrapper infixes removed)."""
+        for m in self.modules:
+            for name, p in m.named_parameters():
+                yield canonical_name(name), p
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    # -- one step -----------------------------------------------------------------------------
+    def step(self, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+        """Forward and backward of one step on this rank's rows; returns the global mean loss.
+
+        ``tokens``, ``labels``: int64 ``[mbs * num_microbatches, s]``, this DP rank's slice (every
+        rank of a DP group passes the same; the first PP stage uses the tokens, the last the labels).
+        Gradients are left in the parameters (accumulated onto any present), for the optimizer.
+        """
+        n = self.layout.num_microbatches
+        for name, t in (("tokens", tokens), ("labels", labels)):
+            if t.dim() != 2 or t.shape[0] != self.rows_per_rank:
+                raise InputError(f"step: {name} must be [mbs*num_microbatches={self.rows_per_rank}, seq], "
+                                 f"got {list(t.shape)}")
+        tokens, labels = tokens.to(self.device), labels.to(self.device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        if self.schedule is None:
+            runner = self.runners[0]
+            for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
+                if n > 1:
+                    set_gradient_sync(runner, i == n - 1)
+                loss = self.loss_fn(runner(t), y)
+                (loss / n).backward()
+                loss_sum += loss.detach()
+        else:
+            losses: list[torch.Tensor] = []
+            args = (tokens,) if self.is_first_stage else ()
+            target = labels if self.is_last_stage else None
+            self.schedule.step(*args, target=target, losses=losses)
+            for loss in losses:
+                loss_sum += loss.detach()
+        # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
+        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+
+    # -- inspection (collectives: call on every rank) ------------------------------------------
+    def full_gradients(self) -> dict[str, torch.Tensor]:
+        """Gradients of this rank's chunks as full tensors, keyed by the unsplit model's names.
+
+        DTensor gradients (TP/FSDP shards) are gathered with ``full_tensor()``: a collective over
+        the stage's dp x tp ranks, so every rank must call this.
+        """
+        out: dict[str, torch.Tensor] = {}
+        for name, p in self.named_parameters():
+            if p.grad is None:
+                continue
+            g = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+            out[name] = g.detach().cpu()
+        return out
+
+
+def default_device() -> torch.device:
+    """``cuda:<current>`` under NCCL, else CPU."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], heads: int | None = None,
+                 kv_heads: int | None = None, ffn_hidden: int | None = None) -> None:
+    """Refuse a layout that does not match this launch or model; runs no collective."""
+    if layout.world_size != world_size:
+        raise LaunchError(f"plan needs dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.world_size} "
+                          f"processes but the launch has world size {world_size}")
+    if layout.stages:
+        flat = [n for st in layout.stages for n in st]
+        if flat != list(unit_names):
+            raise LaunchError(f"plan stages list units {flat} but the model's units are {list(unit_names)}")
+    elif layout.pp > 1:
+        raise LayoutError(f"layout with pp={layout.pp} lists no stages")
+    layout.check_against(None, list(unit_names), heads=heads, kv_heads=kv_heads)
+    if ffn_hidden is not None and ffn_hidden % layout.tp:
+        raise LayoutError(f"tp={layout.tp} does not divide the MLP width {ffn_hidden}")
+    check_schedule(layout.schedule, pp=layout.pp, vp=layout.vp, n_microbatches=layout.num_microbatches)
+
+
+def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torch.device | None = None,
+                loss_fn: LossFn | None = None) -> Parallelized:
+    """Lay out ``model`` (a :class:`~autoplan.models.transformer.Transformer`, unchanged) per the plan.
+
+    Raises :class:`LaunchError` / :class:`LayoutError` before any collective when the plan does not
+    fit the launch or the model. ``loss_fn(logits [b, s, vocab], labels [b, s]) -> scalar mean``
+    defaults to :func:`token_cross_entropy`.
+    """
+    layout = plan_or_layout.layout if isinstance(plan_or_layout, Plan) else plan_or_layout
+    if not dist.is_initialized():
+        raise LaunchError("parallelize needs an initialised process group: run under torchrun")
+    shape = getattr(model, "shape", None)
+    check_launch(layout, world_size=dist.get_world_size(), unit_names=model.unit_names(),
+                 heads=getattr(shape, "heads", None), kv_heads=getattr(shape, "kv_heads", None),
+                 ffn_hidden=getattr(shape, "ffn_hidden", None))
+    device = device if device is not None else default_device()
+    loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
+
+    mesh = build_mesh(device.type, pp=layout.pp, dp=layout.dp, tp=layout.tp)
+    if mesh.pp_enabled:
+        ids = stage_ids(mesh.rank("pp"), pp=layout.pp, vp=layout.vp)
+        chunks = split_model(model, layout.stages, ids)
+    else:
+        ids = [0]
+        chunks = split_model(model, [model.unit_names()], ids)
+
+    runners = []
+    for chunk in chunks:
+        chunk.to(device)
+        if mesh.tp_enabled:
+            apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=TP_COLWISE, rowwise=TP_ROWWISE,
+                     sequence_parallel=bool(layout.sp))
+        if layout.recompute != "none":
+            apply_recompute(chunk.blocks, mode=layout.recompute)
+        if mesh.dp_enabled:
+            runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
+                                    chunks_per_rank=len(chunks)).runner)
+        else:
+            runners.append(chunk)
+
+    schedule = None
+    if mesh.pp_enabled:
+        schedule = build_schedule(runners, ids, num_stages=layout.pp * layout.vp, schedule=layout.schedule,
+                                  n_microbatches=layout.num_microbatches, loss_fn=loss_fn, device=device,
+                                  group=mesh.group("pp"))
+    return Parallelized(modules=chunks, runners=runners, mesh=mesh, layout=layout, loss_fn=loss_fn,
+                        device=device, schedule=schedule, stage_ids=ids)

@@ -1,0 +1,61 @@
+"""Data parallel: DDP or FSDP2 (``fully_shard``) over the ``dp`` mesh dim.
+
+==========  ======================  =====================================================
+zero        wrapper                 what is sharded over dp
+==========  ======================  =====================================================
+0           DDP                     nothing (gradients all-reduced)
+0, other    fully_shard, no reshard parameters between steps, when DDP cannot be used:
+                                    tp > 1 (DDP cannot wrap DTensors) or several pipeline
+                                    chunks per rank (interleaved: DDP's reducer asserts)
+1, 2        fully_shard, no reshard gradients and optimizer state; parameters stay
+                                    gathered from forward to backward
+3           fully_shard, reshard    also parameters (gathered again in backward)
+==========  ======================  =====================================================
+
+``fully_shard`` is applied per block, then to the stage root. Both wrappers average gradients
+over ``dp``: with every rank's loss a mean over its own rows, that is the mean over the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn as nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+
+@dataclass(frozen=True)
+class DPWrapped:
+    """A stage module after DP: ``runner`` is what to call (the DDP wrapper, or the module itself)."""
+
+    module: nn.Module
+    """the stage module (``fully_shard`` changes it in place; DDP keeps it inside)"""
+    runner: nn.Module
+
+
+def use_ddp(*, zero: int, tp: int, chunks_per_rank: int) -> bool:
+    """DDP for ZeRO-0 where it works; otherwise ZeRO-0 falls back to unresharded ``fully_shard``."""
+    return zero == 0 and tp == 1 and chunks_per_rank == 1
+
+
+def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, zero: int, tp: int,
+             chunks_per_rank: int) -> DPWrapped:
+    """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``."""
+    if use_ddp(zero=zero, tp=tp, chunks_per_rank=chunks_per_rank):
+        ddp = DistributedDataParallel(module, process_group=dp_mesh.get_group(), device_ids=None)
+        return DPWrapped(module=module, runner=ddp)
+    reshard = zero == 3
+    for block in blocks.values():
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard)
+    fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard)
+    return DPWrapped(module=module, runner=module)
+
+
+def set_gradient_sync(runner: nn.Module, enabled: bool) -> None:
+    """Turn DP gradient reduction on or off for the next backward (gradient accumulation)."""
+    if isinstance(runner, FSDPModule):
+        runner.set_requires_gradient_sync(enabled)
+    elif isinstance(runner, DistributedDataParallel):
+        runner.require_backward_grad_sync = enabled

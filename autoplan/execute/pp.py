@@ -1,0 +1,68 @@
+"""Pipeline parallel: cut the model into this rank's stage chunks, then build the schedule.
+
+``layout.stages`` lists ``pp * vp`` chunks of unit names; pipeline rank ``r`` owns chunks
+``r, r + pp, r + 2 pp, ...`` (``vp`` of them; one unless the schedule is interleaved). A chunk is a
+deep copy of the whole model with the other units deleted (``keep_units``), so parameter names
+match the unsplit model.
+
+Between chunks flow hidden states ``[mbs, s, h]``; the first chunk takes tokens ``[mbs, s]``, the last
+returns logits ``[mbs, s, vocab]`` and the schedule applies ``loss_fn(logits, labels)`` per
+micro-batch. The schedule divides gradients by ``n_microbatches`` (``scale_grads``), so with a
+mean-per-micro-batch loss the gradients are those of the mean over the rank's rows.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining.schedules import (
+    PipelineScheduleMulti,
+    PipelineScheduleSingle,
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+)
+
+from autoplan.errors import LayoutError
+
+
+def stage_ids(pp_rank: int, *, pp: int, vp: int) -> list[int]:
+    """Global chunk indices owned by ``pp_rank``: ``[pp_rank, pp_rank + pp, ...]``."""
+    return [pp_rank + i * pp for i in range(vp)]
+
+
+def split_model(model: nn.Module, stages: Sequence[Sequence[str]], ids: Sequence[int]) -> list[nn.Module]:
+    """One deep copy of ``model`` per chunk in ``ids``, keeping only that chunk's units."""
+    return [copy.deepcopy(model).keep_units(list(stages[i])) for i in ids]
+
+
+def check_schedule(schedule: str, *, pp: int, vp: int, n_microbatches: int) -> None:
+    """Refuse micro-batch counts the torch schedules reject (before any collective)."""
+    if pp == 1:
+        return
+    if schedule == "1f1b" and n_microbatches < pp:
+        raise LayoutError(f"schedule 1f1b needs num_microbatches >= pp, got {n_microbatches} < {pp}")
+    if schedule == "interleaved":
+        rounds = max(1, n_microbatches // pp)
+        if n_microbatches % rounds:
+            raise LayoutError(f"schedule interleaved needs num_microbatches a multiple of "
+                              f"max(1, num_microbatches // pp) = {rounds}, got {n_microbatches}")
+
+
+def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stages: int, schedule: str,
+                   n_microbatches: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                   device: torch.device, group: dist.ProcessGroup
+                   ) -> PipelineScheduleSingle | PipelineScheduleMulti:
+    """Wrap each chunk in a ``PipelineStage`` (shapes inferred at run time) and make the schedule."""
+    stages = [PipelineStage(r, i, num_stages, device, group=group) for r, i in zip(runners, ids)]
+    if schedule == "interleaved":
+        return ScheduleInterleaved1F1B(stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
+    if len(stages) != 1:
+        raise LayoutError(f"schedule {schedule} runs one stage per rank, got {len(stages)}")
+    cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+    return cls(stages[0], n_microbatches=n_microbatches, loss_fn=loss_fn)
