@@ -53,8 +53,9 @@ def brute_force(profile, cluster, train, max_vp: int):
     return best
 
 
+@pytest.mark.parametrize("formulation", ["cuts", "assignment"])
 @pytest.mark.parametrize("seed", range(24))
-def test_search_equals_brute_force(seed):
+def test_search_equals_brute_force(seed, formulation):
     rng = random.Random(seed)
     profile = random_model_profile(rng, n_blocks=rng.randint(1, 5), distinct_blocks=seed % 2 == 0)
     world = rng.choice([1, 2, 4, 4, 8]) if seed % 3 else 4
@@ -62,7 +63,7 @@ def test_search_equals_brute_force(seed):
                              num_nodes=2 if world >= 4 and seed % 4 == 1 else 1)
     train = TrainingConfig(global_batch=rng.choice([4, 8, 16]), optimizer=rng.choice(["adamw", "sgd"]))
     expected = brute_force(profile, cluster, train, max_vp=2)
-    opts = SearchOptions(max_vp=2, tp_within_node=False)
+    opts = SearchOptions(max_vp=2, tp_within_node=False, formulation=formulation)
     if math.isinf(expected):
         with pytest.raises(InfeasibleError):
             search(profile, cluster, train, opts)

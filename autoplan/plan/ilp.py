@@ -1,34 +1,46 @@
 r"""Placement ILP: which layers go on which pipeline chunk, for one fixed outer layout.
 
 Given the layer graph G = (L, E) in topological order, S = pp*vp chunks (chunk j runs on pipeline
-rank j mod pp) and the per-layer coefficients of ``cost.py``, solve::
-
-    variables  x[l,j] in {0,1}            layer l on chunk j
-               T >= 0                       bottleneck rank time per micro-batch
-               D >= 0, O >= 0               slowest rank's DP sync, optimizer step
-    prefix     A[l,b] = sum_{k<=b} x[l,k]   (1 if l sits on chunk <= b)
-    crossing   X[e,b] = A[u,b] - A[v,b]     (1 if edge e = (u,v) crosses boundary b|b+1)
+rank j mod pp) and the per-layer coefficients of ``cost.py`` (c_l per micro-batch time, dp_l,
+opt_l per-step times, static_l / act_l / out_l bytes, p2p_l send time), write q(j) for the sum of a
+coefficient q over the layers of chunk j and q(b) for its sum over the sources of the edges that
+cross boundary b | b+1. Then::
 
     minimise   (m - 1/vp) * T + (1/vp) * sum_r tau_r + D + O
 
-    assign_l         sum_j x[l,j] = 1
-    nonempty_j       sum_l x[l,j] >= 1
-    order_e_b        A[v,b] <= A[u,b]                       for each edge (u,v), boundary b
-    bottleneck_r     T >= tau_r
-                     tau_r = sum_{j in r} ( sum_l c_l x[l,j] + sum_e p2p_u X[e,j] )
-    dp_sync_r        D >= sum_{j in r} sum_l dp_l x[l,j]
-    optimizer_r      O >= sum_{j in r} sum_l opt_l x[l,j]
-    memory_r         sum_{j in r} sum_l (static_l + inflight_r * act_l) x[l,j]
-                     + sum_{b: b mod pp = r} sum_e out_u X[e,b]           (send buffers)
-                     + sum_{b: (b+1) mod pp = r} sum_e out_u X[e,b]       (receive buffers)
-                     + workspace  <=  M
+    bottleneck_r   T >= tau_r,     tau_r = sum_{j in r} ( c(j) + p2p(j) )          (p2p(j): boundary j)
+    dp_sync_r      D >= sum_{j in r} dp(j)
+    optimizer_r    O >= sum_{j in r} opt(j)
+    memory_r       sum_{j in r} ( static(j) + inflight_r * act(j) )
+                   + sum_{b: b mod pp = r} out(b) + sum_{b: (b+1) mod pp = r} out(b) + workspace <= M
 
-The objective is exactly ``cost.evaluate``'s step time for the placement x, so the ILP optimum is
-the best placement under the cost model (the tests check this against brute force). The order
-constraints on prefixes are the tight form of "stage(u) <= stage(v)"; with a chain they make
-every chunk a contiguous run of layers. With ``objective="memory"`` the ILP instead minimises the
-largest per-device memory Z (memory_r becomes Z >= ...), used to say what the smallest layout
-needs when nothing fits.
+which is exactly ``cost.evaluate``'s step time and memory for the placement, so the optimum is the
+best placement under the cost model (tests check it against brute force). Two formulations supply
+q(j) and q(b):
+
+**Assignment** (any DAG). x[l,j] in {0,1}; A[l,b] = sum_{k<=b} x[l,k]; an edge e = (u,v) crosses
+boundary b iff X[e,b] = A[u,b] - A[v,b] = 1::
+
+    assign_l     sum_j x[l,j] = 1
+    nonempty_j   sum_l x[l,j] >= 1
+    order_e_b    A[v,b] <= A[u,b]          (no layer on an earlier chunk than a predecessor)
+    q(j) = sum_l q_l x[l,j],   q(b) = sum_e q_u X[e,b]
+
+**Cuts** (a chain; identical consecutive layers tied together). Group the chain into runs of
+identical layers, run r = layers [s_r, e_r) with per-layer value q_r. Boundary b cuts after k_b
+layers; y[b,r] in {0,1} says the layer before the cut is in run r, o[b,r] in {0..len_r-1} is the
+offset inside it::
+
+    one_run_b    sum_r y[b,r] = 1
+    offset_b_r   o[b,r] <= (len_r - 1) * y[b,r]
+    k_b          = sum_r ( (s_r + 1) * y[b,r] + o[b,r] )
+    increasing_b k_b >= k_{b-1} + 1              (non-empty chunks; k_{-1} = 0, k_{S-1} = L)
+    Q(k_b)       = sum_r ( Q(s_r + 1) * y[b,r] + q_r * o[b,r] )      (prefix sums, exact)
+    q(j) = Q(k_j) - Q(k_{j-1}),   q(b) = sum_r q_r y[b,r]
+
+The cuts model has 2*R*(S-1) variables whatever the depth (R = 3 runs for embed, blocks, head),
+which is what lets a 96-block model be split 64 ways in well under a second. With
+``objective="memory"`` both minimise the largest per-device memory Z instead (memory_r: Z >= ...).
 """
 
 from __future__ import annotations
@@ -36,13 +48,17 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import networkx as nx
 import pulp
 
 from autoplan.plan.cost import LayerCost, inflight_microbatches, transient_bytes
+from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
+
+# LayerCost fields that enter the ILP (everything but the name)
+_COEFFS = tuple(f.name for f in fields(LayerCost) if f.name != "name")
 
 
 @dataclass
@@ -71,7 +87,7 @@ def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
 
 
 class PlacementILP:
-    """One ILP per outer layout; each constraint family is one method, every constraint named."""
+    """Shared objective and constraint families; subclasses supply q(j), q(b) and the stages."""
 
     def __init__(self, graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time"):
         self.g = graph
@@ -80,98 +96,74 @@ class PlacementILP:
         self.cost: dict[str, LayerCost] = {n: graph.nodes[n]["cost"] for n in self.order}
         self.p, self.v, self.m = layout.pp, layout.vp, layout.num_microbatches
         self.S = self.p * self.v
+        if self.S > len(self.order):
+            raise ValueError("more chunks than layers")
         self.M = memory_bytes
         self.objective = objective
         self.prob = pulp.LpProblem("placement", pulp.LpMinimize)
-        self._idx = {n: i for i, n in enumerate(self.order)}
-        var = self.prob.add_variable
-        self.x = {(n, j): var(f"x_{self._idx[n]}_{j}", 0, 1, cat=pulp.LpInteger)
-                  for n in self.order for j in range(self.S)}
-        self.T = var("T_bottleneck_s", 0)
-        self.D = var("D_dp_sync_s", 0)
-        self.O = var("O_optimizer_s", 0)
-        self.Z = var("Z_peak_memory_bytes", 0)
-        self.tau = {}
+        self.var = self.prob.add_variable
+        self.T = self.var("T_bottleneck_s", 0)
+        self.D = self.var("D_dp_sync_s", 0)
+        self.O = self.var("O_optimizer_s", 0)
+        self.Z = self.var("Z_peak_memory_bytes", 0)
         self.extra = transient_bytes(self.cost, layout)
-        self._fix_impossible()
-        self.add_assign()
-        self.add_nonempty()
-        self.add_order()
+        self.tau: dict[int, pulp.LpAffineExpression] = {}
+        self.add_structure()
         self.add_bottleneck()
         self.add_dp_sync()
         self.add_optimizer()
         self.add_memory()
         self.set_objective()
 
-    # -- expressions ---------------------------------------------------------------------
-    def A(self, n: str, b: int):
-        return pulp.lpSum(self.x[n, k] for k in range(b + 1))
+    # -- supplied by the formulation -----------------------------------------------------
+    def add_structure(self) -> None:
+        raise NotImplementedError
 
-    def crossing(self, e: tuple[str, str], b: int):
-        u, v = e
-        return self.A(u, b) - self.A(v, b)
+    def chunk_sum(self, j: int, attr: str):
+        """q(j): the sum of coefficient ``attr`` over the layers of chunk j."""
+        raise NotImplementedError
 
+    def boundary_sum(self, b: int, attr: str):
+        """q(b): the sum of ``attr`` over the sources of edges crossing boundary b | b+1."""
+        raise NotImplementedError
+
+    def stages(self) -> list[list[str]]:
+        raise NotImplementedError
+
+    # -- shared constraint families ------------------------------------------------------
     def chunks_of(self, r: int) -> list[int]:
         return [j for j in range(self.S) if j % self.p == r]
 
-    def _fix_impossible(self) -> None:
-        """On a chain, chunk j needs j layers before it and S-1-j after it, so layer i can only
-        sit on chunks max(0, i-(L-S)) .. min(S-1, i): fix the other x to 0 (a smaller model)."""
-        from autoplan.plan.graph import is_chain
-        if not is_chain(self.g):
-            return
-        L = len(self.order)
-        for i, n in enumerate(self.order):
-            for j in range(self.S):
-                if j > i or j < i - (L - self.S):
-                    self.x[n, j].upBound = 0
-
-    # -- constraint families -------------------------------------------------------------
-    def add_assign(self) -> None:
-        for n in self.order:
-            self.prob += pulp.lpSum(self.x[n, j] for j in range(self.S)) == 1, f"assign_{self._idx[n]}"
-
-    def add_nonempty(self) -> None:
-        for j in range(self.S):
-            self.prob += pulp.lpSum(self.x[n, j] for n in self.order) >= 1, f"nonempty_{j}"
-
-    def add_order(self) -> None:
-        for k, (u, v) in enumerate(self.g.edges):
-            for b in range(self.S - 1):
-                self.prob += self.A(v, b) <= self.A(u, b), f"order_e{k}_b{b}"
-
-    def _tau(self, r: int):
-        terms = []
-        for j in self.chunks_of(r):
-            terms += [self.cost[n].per_microbatch_s * self.x[n, j] for n in self.order]
-            if j < self.S - 1:
-                terms += [self.cost[u].p2p_s * self.crossing((u, v), j) for u, v in self.g.edges]
-        return pulp.lpSum(terms)
-
     def add_bottleneck(self) -> None:
         for r in range(self.p):
-            self.tau[r] = self._tau(r)
+            terms = []
+            for j in self.chunks_of(r):
+                terms += [self.chunk_sum(j, "compute_s"), self.chunk_sum(j, "recompute_s"),
+                          self.chunk_sum(j, "tp_comm_s")]
+                if j < self.S - 1:
+                    terms.append(self.boundary_sum(j, "p2p_s"))
+            self.tau[r] = pulp.lpSum(terms)
             self.prob += self.T >= self.tau[r], f"bottleneck_r{r}"
 
     def add_dp_sync(self) -> None:
         for r in range(self.p):
-            self.prob += self.D >= pulp.lpSum(self.cost[n].dp_sync_s * self.x[n, j]
-                                              for j in self.chunks_of(r) for n in self.order), f"dp_sync_r{r}"
+            self.prob += self.D >= pulp.lpSum(self.chunk_sum(j, "dp_sync_s") for j in self.chunks_of(r)), f"dp_sync_r{r}"
 
     def add_optimizer(self) -> None:
         for r in range(self.p):
-            self.prob += self.O >= pulp.lpSum(self.cost[n].optimizer_s * self.x[n, j]
-                                              for j in self.chunks_of(r) for n in self.order), f"optimizer_r{r}"
+            self.prob += self.O >= pulp.lpSum(self.chunk_sum(j, "optimizer_s") for j in self.chunks_of(r)), \
+                f"optimizer_r{r}"
 
     def memory_expr(self, r: int):
         k = inflight_microbatches(self.layout, r)
-        terms = [(self.cost[n].static_bytes + k * self.cost[n].act_bytes) * self.x[n, j]
-                 for j in self.chunks_of(r) for n in self.order]
+        terms = []
+        for j in self.chunks_of(r):
+            terms += [self.chunk_sum(j, "static_bytes"), k * self.chunk_sum(j, "act_bytes")]
         for b in range(self.S - 1):
             if b % self.p == r:
-                terms += [self.cost[u].out_bytes * self.crossing((u, v), b) for u, v in self.g.edges]
+                terms.append(self.boundary_sum(b, "out_bytes"))
             if (b + 1) % self.p == r:
-                terms += [self.cost[u].out_bytes * self.crossing((u, v), b) for u, v in self.g.edges]
+                terms.append(self.boundary_sum(b, "out_bytes"))
         return pulp.lpSum(terms) + self.extra
 
     def add_memory(self) -> None:
@@ -193,14 +185,12 @@ class PlacementILP:
         t0 = time.perf_counter()
         self.prob.solve(_cbc(time_limit_s, gap_rel))
         wall = time.perf_counter() - t0
-        status = pulp.LpStatus[self.prob.status]
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
-            return PlacementResult("infeasible", [], float("inf"), float("inf"), wall)
-        stages = [[n for n in self.order if (self.x[n, j].value() or 0) > 0.5] for j in range(self.S)]
+            return PlacementResult("infeasible", [], math.inf, math.inf, wall)
         obj = float(pulp.value(self.prob.objective))
-        optimal = self.prob.sol_status == pulp.LpSolutionOptimal and status == "Optimal"
+        optimal = self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal"
         bound = obj if optimal else self._lp_bound()
-        return PlacementResult("optimal" if optimal else "feasible", stages, obj, bound, wall)
+        return PlacementResult("optimal" if optimal else "feasible", self.stages(), obj, bound, wall)
 
     def _lp_bound(self) -> float:
         """The LP relaxation's optimum: a valid lower bound when CBC stopped at its time limit."""
@@ -215,9 +205,107 @@ class PlacementILP:
         self.prob.writeLP(path)
 
 
+class AssignmentILP(PlacementILP):
+    """x[l,j] per layer and chunk: any DAG."""
+
+    def add_structure(self) -> None:
+        self._idx = {n: i for i, n in enumerate(self.order)}
+        self.x = {(n, j): self.var(f"x_{self._idx[n]}_{j}", 0, 1, cat=pulp.LpInteger)
+                  for n in self.order for j in range(self.S)}
+        self.edges = list(self.g.edges)
+        if is_chain(self.g):   # chunk j needs j layers before it and S-1-j after it
+            L = len(self.order)
+            for i, n in enumerate(self.order):
+                for j in range(self.S):
+                    if j > i or j < i - (L - self.S):
+                        self.x[n, j].upBound = 0
+        for n in self.order:
+            self.prob += pulp.lpSum(self.x[n, j] for j in range(self.S)) == 1, f"assign_{self._idx[n]}"
+        for j in range(self.S):
+            self.prob += pulp.lpSum(self.x[n, j] for n in self.order) >= 1, f"nonempty_{j}"
+        for k, (u, v) in enumerate(self.edges):
+            for b in range(self.S - 1):
+                self.prob += self.A(v, b) <= self.A(u, b), f"order_e{k}_b{b}"
+
+    def A(self, n: str, b: int):
+        return pulp.lpSum(self.x[n, k] for k in range(b + 1))
+
+    def chunk_sum(self, j: int, attr: str):
+        return pulp.lpSum(getattr(self.cost[n], attr) * self.x[n, j] for n in self.order)
+
+    def boundary_sum(self, b: int, attr: str):
+        return pulp.lpSum(getattr(self.cost[u], attr) * (self.A(u, b) - self.A(v, b)) for u, v in self.edges)
+
+    def stages(self) -> list[list[str]]:
+        return [[n for n in self.order if (self.x[n, j].value() or 0) > 0.5] for j in range(self.S)]
+
+
+class CutILP(PlacementILP):
+    """Cut positions on a chain, with runs of identical layers tied together."""
+
+    def add_structure(self) -> None:
+        if not is_chain(self.g):
+            raise ValueError("CutILP needs a chain")
+        L = len(self.order)
+        coeffs = [tuple(getattr(self.cost[n], a) for a in _COEFFS) for n in self.order]
+        self.runs: list[tuple[int, int]] = []          # [start, end) of each run of identical layers
+        for i in range(L):
+            if i and coeffs[i] == coeffs[i - 1]:
+                self.runs[-1] = (self.runs[-1][0], i + 1)
+            else:
+                self.runs.append((i, i + 1))
+        # a cut after k layers (1 <= k <= L-1) has its previous layer k-1 in a run r with s_r+1 <= k <= e_r
+        self.cut_runs = [r for r, (s, e) in enumerate(self.runs) if s + 1 <= L - 1]
+        self.prefix = {a: [0.0] for a in _COEFFS}
+        for n in self.order:
+            for a in _COEFFS:
+                self.prefix[a].append(self.prefix[a][-1] + getattr(self.cost[n], a))
+        self.y, self.o, self.k = {}, {}, {}
+        for b in range(self.S - 1):
+            for r in self.cut_runs:
+                s, e = self.runs[r]
+                top = min(e, L - 1) - (s + 1)          # largest offset inside the run
+                self.y[b, r] = self.var(f"y_{b}_{r}", 0, 1, cat=pulp.LpInteger)
+                self.o[b, r] = self.var(f"o_{b}_{r}", 0, top, cat=pulp.LpInteger)
+                self.prob += self.o[b, r] <= top * self.y[b, r], f"offset_b{b}_r{r}"
+            self.prob += pulp.lpSum(self.y[b, r] for r in self.cut_runs) == 1, f"one_run_b{b}"
+            self.k[b] = pulp.lpSum((self.runs[r][0] + 1) * self.y[b, r] + self.o[b, r] for r in self.cut_runs)
+        for b in range(self.S - 1):
+            prev = self.k[b - 1] if b > 0 else 0
+            self.prob += self.k[b] >= prev + 1, f"increasing_b{b}"
+        self.prob += self.k[self.S - 2] <= L - 1, "last_nonempty"
+
+    def _per_layer(self, r: int, attr: str) -> float:
+        return getattr(self.cost[self.order[self.runs[r][0]]], attr)
+
+    def Q(self, b: int, attr: str):
+        """Prefix sum of ``attr`` over the layers before cut b (b = -1: none; b = S-1: all)."""
+        if b < 0:
+            return 0.0
+        if b == self.S - 1:
+            return self.prefix[attr][-1]
+        return pulp.lpSum(self.prefix[attr][self.runs[r][0] + 1] * self.y[b, r]
+                          + self._per_layer(r, attr) * self.o[b, r] for r in self.cut_runs)
+
+    def chunk_sum(self, j: int, attr: str):
+        return self.Q(j, attr) - self.Q(j - 1, attr)
+
+    def boundary_sum(self, b: int, attr: str):
+        return pulp.lpSum(self._per_layer(r, attr) * self.y[b, r] for r in self.cut_runs)
+
+    def stages(self) -> list[list[str]]:
+        cuts = [0] + [int(round(pulp.value(self.k[b]))) for b in range(self.S - 1)] + [len(self.order)]
+        return [self.order[cuts[j]:cuts[j + 1]] for j in range(self.S)]
+
+
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
-                    time_limit_s: float = 10.0) -> PlacementResult:
-    """Best placement of ``graph``'s layers on ``layout.pp * layout.vp`` chunks."""
+                    time_limit_s: float = 10.0, formulation: str = "auto") -> PlacementResult:
+    """Best placement of ``graph``'s layers on ``layout.pp * layout.vp`` chunks.
+
+    ``formulation``: "cuts" (chains), "assignment" (any DAG) or "auto" (cuts when it is a chain)."""
     if layout.pp * layout.vp == 1:
         raise ValueError("solve_placement needs at least two chunks")
-    return PlacementILP(graph, layout, memory_bytes, objective=objective).solve(time_limit_s)
+    if formulation == "auto":
+        formulation = "cuts" if is_chain(graph) else "assignment"
+    cls = CutILP if formulation == "cuts" else AssignmentILP
+    return cls(graph, layout, memory_bytes, objective=objective).solve(time_limit_s)

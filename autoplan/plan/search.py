@@ -19,7 +19,7 @@ from autoplan.errors import InfeasibleError, LayoutError
 from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
                                  transient_bytes)
 from autoplan.plan.graph import build_layer_graph
-from autoplan.plan.ilp import PlacementILP
+from autoplan.plan.ilp import solve_placement
 from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -40,6 +40,8 @@ class SearchOptions:
     top_k: int = 5
     """runner-up layouts to keep (and the pruning threshold)"""
     ilp_time_limit_s: float = 10.0
+    formulation: str = "auto"
+    """placement ILP: cuts (chains), assignment (any DAG) or auto"""
 
 
 @dataclass
@@ -134,15 +136,16 @@ def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> flo
 
 
 def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
-          costs: dict[str, LayerCost], *, objective: str = "time", time_limit_s: float = 10.0
-          ) -> tuple[Layout | None, str, float]:
+          costs: dict[str, LayerCost], *, objective: str = "time", time_limit_s: float = 10.0,
+          formulation: str = "auto") -> tuple[Layout | None, str, float]:
     """The best stages for an outer layout: (layout with stages or None, status, bound)."""
     names = profile.layer_names()
     if layout.pp * layout.vp == 1:
         full = layout.with_(stages=[names])
         return full, "n/a", 0.0
     g = build_layer_graph(profile, costs)
-    res = PlacementILP(g, layout, cluster.device.memory_bytes, objective=objective).solve(time_limit_s)
+    res = solve_placement(g, layout, cluster.device.memory_bytes, objective=objective, time_limit_s=time_limit_s,
+                          formulation=formulation)
     if res.status == "infeasible":
         return None, "infeasible", math.inf
     return layout.with_(stages=res.stages), res.status, res.bound
@@ -195,7 +198,8 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
         if lb > threshold * (1 + 1e-9) or mem_lb > mem_cap:
             pruned += 1
             continue
-        placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=opts.ilp_time_limit_s)
+        placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=opts.ilp_time_limit_s,
+                                          formulation=opts.formulation)
         ilps += lay.pp * lay.vp > 1
         if placed is None:
             continue
