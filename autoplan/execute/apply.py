@@ -183,8 +183,12 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
                           f"processes but the launch has world size {world_size}")
     if layout.stages:
         flat = [n for st in layout.stages for n in st]
-        if flat != list(unit_names):
-            raise LaunchError(f"plan stages list units {flat} but the model's units are {list(unit_names)}")
+        units = list(unit_names)
+        if flat != units:
+            i = next((i for i, (a, b) in enumerate(zip(flat, units)) if a != b), min(len(flat), len(units)))
+            raise LaunchError(f"plan stages list {len(flat)} units but the model has {len(units)}; first "
+                              f"difference at position {i}: plan {flat[i] if i < len(flat) else 'nothing'!r}, "
+                              f"model {units[i] if i < len(units) else 'nothing'!r}")
     elif layout.pp > 1:
         raise LayoutError(f"layout with pp={layout.pp} lists no stages")
     layout.check_against(None, list(unit_names), heads=heads, kv_heads=kv_heads)

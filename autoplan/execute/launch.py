@@ -1,0 +1,76 @@
+"""Start a training script under ``torchrun`` with the plan's world size.
+
+    torchrun_command("plan.json", "examples/train_gpt.py", ["--steps", "20"])
+    # [python, -m, torch.distributed.run, --nproc-per-node=4, --nnodes=1, --standalone,
+    #  examples/train_gpt.py, --plan, plan.json, --steps, 20]
+
+One node: ``--standalone`` (a local c10d rendezvous on a free port). Several nodes: run the same
+command on each with ``nnodes``, this node's ``node_rank`` and a shared ``rdzv_endpoint``
+(``host:port``, c10d rendezvous).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from autoplan.errors import InputError, LaunchError
+from autoplan.plan.plan import Plan
+
+
+def _has_plan_arg(args: Sequence[str]) -> bool:
+    return any(a == "--plan" or a.startswith("--plan=") for a in args)
+
+
+def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, script_args: Sequence[str], *,
+                     nnodes: int = 1, node_rank: int | None = None, rdzv_endpoint: str | None = None) -> list[str]:
+    """The ``python -m torch.distributed.run`` command line that runs ``script`` with the plan's layout.
+
+    ``--plan plan_path`` is put before ``script_args`` unless they already carry ``--plan``.
+    Raises :class:`InputError` for a bad plan file, :class:`LaunchError` when ``nnodes`` does not
+    divide the plan's world size or a multi-node launch lacks its rendezvous endpoint.
+    """
+    plan = Plan.load(plan_path)
+    world = plan.layout.world_size
+    if nnodes < 1 or world % nnodes:
+        raise LaunchError(f"plan world size {world} does not split over {nnodes} nodes")
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world // nnodes}",
+           f"--nnodes={nnodes}"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd.append("--standalone")
+    else:
+        if rdzv_endpoint is None:
+            raise LaunchError(f"a launch on {nnodes} nodes needs a rendezvous endpoint host:port")
+        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}"]
+        if node_rank is not None:
+            cmd.append(f"--node-rank={node_rank}")
+    args = list(script_args)
+    if not _has_plan_arg(args):
+        args = ["--plan", str(plan_path), *args]
+    return [*cmd, str(script), *args]
+
+
+def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequence[str], *, nnodes: int = 1,
+           node_rank: int | None = None, rdzv_endpoint: str | None = None) -> int:
+    """Run ``script args`` under torchrun with the plan's world size; returns the workers' exit code.
+
+    This process runs the same torchrun agent as ``python -m torch.distributed.run`` with the
+    arguments of :func:`torchrun_command`, so that the code of the first failing worker comes back
+    (a plain ``torchrun`` exits 1 for any failure): 0 when all succeed, 2 when a worker refused the
+    plan with one ``error:`` line (``examples/train_gpt.py``).
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    if not Path(script).is_file():
+        raise InputError(f"training script not found: {script}")
+    cmd = torchrun_command(plan_path, script, args, nnodes=nnodes, node_rank=node_rank,
+                           rdzv_endpoint=rdzv_endpoint)
+    try:
+        run(parse_args(cmd[3:]))  # cmd[:3] is "python -m torch.distributed.run"
+    except ChildFailedError as e:
+        _, failure = e.get_first_failure()
+        return failure.exitcode if failure.exitcode > 0 else 1
+    return 0
