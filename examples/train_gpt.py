@@ -19,11 +19,11 @@ A plan that does not fit the launch or the model ends with one ``error: ...`` li
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import sys
 import time
-import os
 
 import torch
 import torch.distributed as dist

@@ -19,7 +19,8 @@ Order of application:
 3. per chunk, **tensor parallel** on every block (:mod:`autoplan.execute.tp`; sequence parallel
    when ``sp == 1``),
 4. then **activation recompute** per block (:mod:`autoplan.execute.recompute`),
-5. then **data parallel** (:mod:`autoplan.execute.dp`): DDP, or ``fully_shard`` per block then root.
+5. then **data parallel** (:mod:`autoplan.execute.dp`): DDP (ZeRO-0 without TP or PP), else
+   ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
 
 Loss and gradients: the loss is the mean token cross-entropy over the whole global batch
@@ -233,7 +234,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
             apply_recompute(chunk.blocks, mode=layout.recompute)
         if mesh.dp_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
-                                    chunks_per_rank=len(chunks)).runner)
+                                    pipelined=mesh.pp_enabled).runner)
         else:
             runners.append(chunk)
 

@@ -3,10 +3,10 @@
 ==========  ======================  =====================================================
 zero        wrapper                 what is sharded over dp
 ==========  ======================  =====================================================
-0           DDP                     nothing (gradients all-reduced)
-0, other    fully_shard, no reshard parameters between steps, when DDP cannot be used:
-                                    tp > 1 (DDP cannot wrap DTensors) or several pipeline
-                                    chunks per rank (interleaved: DDP's reducer asserts)
+0           DDP                     nothing (gradients all-reduced), without TP or PP
+0, TP/PP    fully_shard, no reshard parameters between steps: DDP cannot wrap DTensors,
+                                    and under the pipelining stages DDP's reducer asserts
+                                    (interleaved chunks, or 1F1B with recompute; torch 2.13)
 1, 2        fully_shard, no reshard gradients and optimizer state; parameters stay
                                     gathered from forward to backward
 3           fully_shard, reshard    also parameters (gathered again in backward)
@@ -35,15 +35,15 @@ class DPWrapped:
     runner: nn.Module
 
 
-def use_ddp(*, zero: int, tp: int, chunks_per_rank: int) -> bool:
+def use_ddp(*, zero: int, tp: int, pipelined: bool) -> bool:
     """DDP for ZeRO-0 where it works; otherwise ZeRO-0 falls back to unresharded ``fully_shard``."""
-    return zero == 0 and tp == 1 and chunks_per_rank == 1
+    return zero == 0 and tp == 1 and not pipelined
 
 
 def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, zero: int, tp: int,
-             chunks_per_rank: int) -> DPWrapped:
+             pipelined: bool) -> DPWrapped:
     """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``."""
-    if use_ddp(zero=zero, tp=tp, chunks_per_rank=chunks_per_rank):
+    if use_ddp(zero=zero, tp=tp, pipelined=pipelined):
         ddp = DistributedDataParallel(module, process_group=dp_mesh.get_group(), device_ids=None)
         return DPWrapped(module=module, runner=ddp)
     reshard = zero == 3

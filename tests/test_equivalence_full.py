@@ -1,0 +1,76 @@
+"""Every layout family runs and equals one process on the full batch (issue "executor: every plan runs").
+
+ZeRO 0-3, sequence parallel, recompute none/selective/full and the GPipe, 1F1B and interleaved
+schedules, on 4 gloo CPU processes (one spawned job for all of them), then PP2 x DP2 x TP2 on 8
+processes for 5 steps. Same model, data, tolerances as tests/test_equivalence.py.
+
+    python -m pytest tests/test_equivalence_full.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+
+from autoplan.models.shapes import BUILTIN_SHAPES
+from autoplan.plan.plan import Layout
+
+SHAPE = BUILTIN_SHAPES["gpt-tiny"].to_dict()   # 4 blocks, h=64, 4 heads, vocab 256, s=32
+LR, SEED = 0.1, 0
+PP2, PP2_VP2 = even_stages(4, 2), even_stages(4, 4)
+
+LAYOUTS_4 = {
+    "dp4-zero1-full": dict(dp=4, num_microbatches=2, zero=1, recompute="full"),
+    "dp4-zero3-selective": dict(dp=4, num_microbatches=2, zero=3, recompute="selective"),
+    "dp4-ddp-selective": dict(dp=4, num_microbatches=2, zero=0, recompute="selective"),
+    "pp2xdp2-1f1b-zero0-selective": dict(dp=2, pp=2, num_microbatches=2, zero=0, recompute="selective",
+                                         stages=PP2),
+    "tp2xdp2-zero0-sp-full": dict(dp=2, tp=2, mbs=2, num_microbatches=2, zero=0, sp=1, recompute="full"),
+    "tp2xdp2-zero2-sp": dict(dp=2, tp=2, mbs=2, num_microbatches=2, zero=2, sp=1),
+    "tp2xdp2-zero3-sp-selective": dict(dp=2, tp=2, mbs=2, num_microbatches=2, zero=3, sp=1,
+                                       recompute="selective"),
+    "pp2xdp2-gpipe-zero3": dict(dp=2, pp=2, num_microbatches=4, zero=3, schedule="gpipe", stages=PP2),
+    "pp2xdp2-1f1b-zero2-full": dict(dp=2, pp=2, num_microbatches=4, zero=2, recompute="full", stages=PP2),
+    "pp2xdp2-interleaved-zero0": dict(dp=2, pp=2, vp=2, num_microbatches=4, zero=0, schedule="interleaved",
+                                      stages=PP2_VP2),
+    "tp2xpp2-interleaved-sp-selective": dict(tp=2, pp=2, vp=2, mbs=2, num_microbatches=2, sp=1,
+                                             recompute="selective", schedule="interleaved", stages=PP2_VP2),
+}
+
+LAYOUTS_8 = {
+    "pp2xdp2xtp2-1f1b-zero1-sp-full": dict(pp=2, dp=2, tp=2, mbs=2, num_microbatches=2, zero=1, sp=1,
+                                           recompute="full", stages=PP2),
+    "pp2xdp2xtp2-interleaved-zero3-selective": dict(pp=2, dp=2, tp=2, vp=2, mbs=1, num_microbatches=4, zero=3,
+                                                    recompute="selective", schedule="interleaved",
+                                                    stages=PP2_VP2),
+}
+
+
+def check(results, d: dict, steps: int) -> None:
+    ref = reference_run(SHAPE, global_batch=Layout.from_dict(d).global_batch, steps=steps, lr=LR, seed=SEED)
+    assert_equivalent(ref, [r[layout_key(d)] for r in results])
+
+
+@pytest.fixture(scope="module")
+def results_4():
+    return run_on_ranks(layouts_worker, 4, args=(SHAPE, list(LAYOUTS_4.values()), 3, LR, SEED), timeout_s=200)
+
+
+@pytest.fixture(scope="module")
+def results_8():
+    return run_on_ranks(layouts_worker, 8, args=(SHAPE, list(LAYOUTS_8.values()), 5, LR, SEED), timeout_s=200)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", list(LAYOUTS_4))
+def test_4_processes(results_4, name):
+    check(results_4, LAYOUTS_4[name], steps=3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", list(LAYOUTS_8))
+def test_8_processes_pp2_dp2_tp2(results_8, name):
+    check(results_8, LAYOUTS_8[name], steps=5)
