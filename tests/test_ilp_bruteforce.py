@@ -53,7 +53,7 @@ def brute_force(profile, cluster, train, max_vp: int):
     return best
 
 
-@pytest.mark.parametrize("formulation", ["cuts", "assignment"])
+@pytest.mark.parametrize("formulation", ["auto", "cuts", "assignment"])
 @pytest.mark.parametrize("seed", range(24))
 def test_search_equals_brute_force(seed, formulation):
     rng = random.Random(seed)

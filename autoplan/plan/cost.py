@@ -74,9 +74,9 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """Per-layer coefficients for one outer layout. Times per micro-batch unless noted."""
+    """Per-layer coefficients for one outer layout. Times per micro-batch unless noted.
+    Layers of one kind share one (immutable) instance."""
 
-    name: str
     compute_s: float
     """forward + backward"""
     recompute_s: float
@@ -168,9 +168,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     prec_b = BYTES_PER_ELEMENT[train.precision]
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
-    out: dict[str, LayerCost] = {}
-    for info in profile.layers:
-        kind = profile.kinds[info.kind]
+    by_kind: dict[str, LayerCost] = {}
+    for kind_name, kind in profile.kinds.items():
         shard = tp if kind.tp_shardable else 1
         t = kind.timing(mbs, shard)
         t1 = kind.timing(mbs, 1)
@@ -217,12 +216,12 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             opt_rate = profile.optimizer_step_s_per_param_sgd
         optimizer = opt_rate * params / s_o
         static = params * (w_b / s_w + g_b / s_g + o_b / s_o)
-        out[info.name] = LayerCost(
-            name=info.name, compute_s=fwd + bwd, recompute_s=recompute, tp_comm_s=tp_comm, p2p_s=p2p,
+        by_kind[kind_name] = LayerCost(
+            compute_s=fwd + bwd, recompute_s=recompute, tp_comm_s=tp_comm, p2p_s=p2p,
             dp_sync_s=dp_sync, optimizer_s=optimizer, static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
-    return out
+    return {info.name: by_kind[info.kind] for info in profile.layers}
 
 
 def inflight_microbatches(layout: Layout, rank: int) -> float:

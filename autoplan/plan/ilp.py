@@ -58,7 +58,7 @@ from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 
 # LayerCost fields that enter the ILP (everything but the name)
-_COEFFS = tuple(f.name for f in fields(LayerCost) if f.name != "name")
+_COEFFS = tuple(f.name for f in fields(LayerCost))
 
 
 @dataclass
@@ -130,41 +130,41 @@ class PlacementILP:
     def stages(self) -> list[list[str]]:
         raise NotImplementedError
 
-    # -- shared constraint families ------------------------------------------------------
+    # -- per-rank sums (the tied formulation overrides these) -----------------------------
     def chunks_of(self, r: int) -> list[int]:
         return [j for j in range(self.S) if j % self.p == r]
 
+    def rank_sum(self, r: int, attr: str):
+        """Sum of ``attr`` over the layers of every chunk of pipeline rank r."""
+        return pulp.lpSum(self.chunk_sum(j, attr) for j in self.chunks_of(r))
+
+    def rank_send(self, r: int, attr: str):
+        """Sum of ``attr`` over the boundaries rank r sends across (b mod pp = r)."""
+        return pulp.lpSum(self.boundary_sum(b, attr) for b in range(self.S - 1) if b % self.p == r)
+
+    def rank_recv(self, r: int, attr: str):
+        """Sum of ``attr`` over the boundaries rank r receives across ((b+1) mod pp = r)."""
+        return pulp.lpSum(self.boundary_sum(b, attr) for b in range(self.S - 1) if (b + 1) % self.p == r)
+
+    # -- shared constraint families ------------------------------------------------------
     def add_bottleneck(self) -> None:
         for r in range(self.p):
-            terms = []
-            for j in self.chunks_of(r):
-                terms += [self.chunk_sum(j, "compute_s"), self.chunk_sum(j, "recompute_s"),
-                          self.chunk_sum(j, "tp_comm_s")]
-                if j < self.S - 1:
-                    terms.append(self.boundary_sum(j, "p2p_s"))
-            self.tau[r] = pulp.lpSum(terms)
+            self.tau[r] = (self.rank_sum(r, "compute_s") + self.rank_sum(r, "recompute_s")
+                           + self.rank_sum(r, "tp_comm_s") + self.rank_send(r, "p2p_s"))
             self.prob += self.T >= self.tau[r], f"bottleneck_r{r}"
 
     def add_dp_sync(self) -> None:
         for r in range(self.p):
-            self.prob += self.D >= pulp.lpSum(self.chunk_sum(j, "dp_sync_s") for j in self.chunks_of(r)), f"dp_sync_r{r}"
+            self.prob += self.D >= self.rank_sum(r, "dp_sync_s"), f"dp_sync_r{r}"
 
     def add_optimizer(self) -> None:
         for r in range(self.p):
-            self.prob += self.O >= pulp.lpSum(self.chunk_sum(j, "optimizer_s") for j in self.chunks_of(r)), \
-                f"optimizer_r{r}"
+            self.prob += self.O >= self.rank_sum(r, "optimizer_s"), f"optimizer_r{r}"
 
     def memory_expr(self, r: int):
         k = inflight_microbatches(self.layout, r)
-        terms = []
-        for j in self.chunks_of(r):
-            terms += [self.chunk_sum(j, "static_bytes"), k * self.chunk_sum(j, "act_bytes")]
-        for b in range(self.S - 1):
-            if b % self.p == r:
-                terms.append(self.boundary_sum(b, "out_bytes"))
-            if (b + 1) % self.p == r:
-                terms.append(self.boundary_sum(b, "out_bytes"))
-        return pulp.lpSum(terms) + self.extra
+        return (self.rank_sum(r, "static_bytes") + k * self.rank_sum(r, "act_bytes")
+                + self.rank_send(r, "out_bytes") + self.rank_recv(r, "out_bytes") + self.extra)
 
     def add_memory(self) -> None:
         for r in range(self.p):
@@ -298,14 +298,99 @@ class CutILP(PlacementILP):
         return [self.order[cuts[j]:cuts[j + 1]] for j in range(self.S)]
 
 
+class TiedChainILP(PlacementILP):
+    """A chain ``first, N identical blocks, last``: only how many blocks each rank holds matters.
+
+    Under the cost model a rank's time and memory depend on the multiset of layers it holds, so
+    the variables are n[r] (blocks on rank r) and two binaries: z0 (chunk 0 holds only the first
+    layer), z1 (chunk S-1 holds only the last). Every other chunk holds at least one block::
+
+        blocks        sum_r n[r] = N
+        nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]
+        alone_0/1     (vp = 1 only) n[0] <= N*(1 - z0),  n[pp-1] <= N*(1 - z1)
+        rank sums     q(r) = n[r]*q_block + [r = 0]*q_first + [r = pp-1]*q_last
+        boundaries    every boundary sends a block's output, except boundary 0 when z0 (first's)
+
+    Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
+    optimum equals the assignment and cut formulations' (tests check all three)."""
+
+    @staticmethod
+    def applies(order: list[str], cost: dict[str, LayerCost], g: nx.DiGraph) -> bool:
+        if len(order) < 3 or not is_chain(g):
+            return False
+        mid = [cost[n] for n in order[1:-1]]
+        return all(c == mid[0] for c in mid)
+
+    def add_structure(self) -> None:
+        if not self.applies(self.order, self.cost, self.g):
+            raise ValueError("TiedChainILP needs a chain first, N identical layers, last")
+        self.first, self.block, self.last = self.cost[self.order[0]], self.cost[self.order[1]], self.cost[self.order[-1]]
+        self.N = len(self.order) - 2
+        self.n = {r: self.var(f"n_{r}", 0, self.N, cat=pulp.LpInteger) for r in range(self.p)}
+        self.z0 = self.var("z0_first_alone", 0, 1, cat=pulp.LpInteger)
+        self.z1 = self.var("z1_last_alone", 0, 1, cat=pulp.LpInteger)
+        self.prob += pulp.lpSum(self.n.values()) == self.N, "blocks"
+        for r in range(self.p):
+            need = self.v - (self.z0 if r == 0 else 0) - (self.z1 if r == self.p - 1 else 0)
+            self.prob += self.n[r] >= need, f"nonempty_r{r}"
+        if self.v == 1:
+            self.prob += self.n[0] <= self.N * (1 - self.z0), "alone_0"
+            self.prob += self.n[self.p - 1] <= self.N * (1 - self.z1), "alone_1"
+
+    def rank_sum(self, r: int, attr: str):
+        q = getattr(self.block, attr) * self.n[r]
+        if r == 0:
+            q += getattr(self.first, attr)
+        if r == self.p - 1:
+            q += getattr(self.last, attr)
+        return q
+
+    def _boundaries(self, r: int, recv: bool) -> tuple[int, bool]:
+        """(number of boundaries rank r sends / receives across, whether boundary 0 is one)."""
+        bs = [b for b in range(self.S - 1) if ((b + 1) if recv else b) % self.p == r]
+        return len(bs), 0 in bs
+
+    def _boundary_total(self, r: int, attr: str, recv: bool):
+        count, has0 = self._boundaries(r, recv)
+        q = count * getattr(self.block, attr)
+        if has0:
+            q += (getattr(self.first, attr) - getattr(self.block, attr)) * self.z0
+        return q
+
+    def rank_send(self, r: int, attr: str):
+        return self._boundary_total(r, attr, recv=False)
+
+    def rank_recv(self, r: int, attr: str):
+        return self._boundary_total(r, attr, recv=True)
+
+    def stages(self) -> list[list[str]]:
+        z0 = (self.z0.value() or 0) > 0.5
+        z1 = (self.z1.value() or 0) > 0.5
+        count = [0] * self.S
+        for r in range(self.p):
+            allowed = [j for j in self.chunks_of(r) if not (j == 0 and z0) and not (j == self.S - 1 and z1)]
+            n_r = int(round(self.n[r].value()))
+            for i in range(n_r):              # spread evenly over the rank's chunks
+                count[allowed[i % len(allowed)]] += 1
+        blocks = iter(self.order[1:-1])
+        out = [[next(blocks) for _ in range(c)] for c in count]
+        out[0].insert(0, self.order[0])
+        out[-1].append(self.order[-1])
+        return out
+
+
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
                     time_limit_s: float = 10.0, formulation: str = "auto") -> PlacementResult:
     """Best placement of ``graph``'s layers on ``layout.pp * layout.vp`` chunks.
 
-    ``formulation``: "cuts" (chains), "assignment" (any DAG) or "auto" (cuts when it is a chain)."""
+    ``formulation``: "tied" (chain of first, identical blocks, last), "cuts" (any chain),
+    "assignment" (any DAG) or "auto" (the smallest that applies)."""
     if layout.pp * layout.vp == 1:
         raise ValueError("solve_placement needs at least two chunks")
     if formulation == "auto":
-        formulation = "cuts" if is_chain(graph) else "assignment"
-    cls = CutILP if formulation == "cuts" else AssignmentILP
+        order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["index"])
+        cost = {n: graph.nodes[n]["cost"] for n in order}
+        formulation = ("tied" if TiedChainILP.applies(order, cost, graph)
+                       else "cuts" if is_chain(graph) else "assignment")
+    cls = {"tied": TiedChainILP, "cuts": CutILP, "assignment": AssignmentILP}[formulation]
     return cls(graph, layout, memory_bytes, objective=objective).solve(time_limit_s)

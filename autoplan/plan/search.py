@@ -37,8 +37,12 @@ class SearchOptions:
     """largest number of virtual stages per pipeline rank for the interleaved schedule"""
     tp_within_node: bool = True
     """keep tensor parallel inside a node (its collectives are on the critical path)"""
+    prune_dominated: bool = True
+    """skip variants that the cost model never prefers: sp=0 when tp>1 (same time, more memory),
+    GPipe where 1F1B runs (same time, more memory), ZeRO-1 (same traffic as ZeRO-2, more memory).
+    Fields the user pins in ``fixed`` are always honoured."""
     top_k: int = 5
-    """runner-up layouts to keep (and the pruning threshold)"""
+    """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
     formulation: str = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
@@ -88,9 +92,18 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
             for mbs in divisors(per_replica):
                 m = per_replica // mbs
                 for schedule, vp in _schedules(pp, m, n_layers, opts):
-                    for zero in (opts.zero if dp > 1 else (0,)):
+                    if (opts.prune_dominated and schedule == "gpipe" and m >= pp and "1f1b" in opts.schedules
+                            and "schedule" not in f):
+                        continue
+                    zeros = opts.zero if dp > 1 else (0,)
+                    if opts.prune_dominated and "zero" not in f and 2 in zeros:
+                        zeros = tuple(z for z in zeros if z != 1)
+                    sps = (0, 1) if tp > 1 else (0,)
+                    if opts.prune_dominated and "sp" not in f and tp > 1:
+                        sps = (1,)
+                    for zero in zeros:
                         for recompute in opts.recompute:
-                            for sp in ((0, 1) if tp > 1 else (0,)):
+                            for sp in sps:
                                 lay = dict(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
                                            recompute=recompute, schedule=schedule, sp=sp)
                                 if all(lay.get(k) == v for k, v in f.items() if k != "stages"):
@@ -118,7 +131,9 @@ def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
     """A step time no placement can beat: perfect balance and no pipeline sends."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     c = [x.per_microbatch_s for x in costs.values()]
-    total = sum(c)
+    # every one of the S-1 boundaries sends at least the cheapest layer output
+    sends = (p * v - 1) * min(x.p2p_s for x in costs.values())
+    total = sum(c) + sends
     t_max = max(total / p, max(c) if p * v == len(c) else 0.0)
     dps = [x.dp_sync_s for x in costs.values()]
     opt = [x.optimizer_s for x in costs.values()]
@@ -194,7 +209,9 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     for i, (lb, mem_lb, lay, costs) in enumerate(scored):
         if progress:
             progress(i + 1, len(scored))
-        threshold = best[-1].predicted.step_time_s if len(best) >= opts.top_k else math.inf
+        # prune against the best found: runner-ups are the best of what was solved, and the
+        # family comparison (explain.py) solves each family on its own
+        threshold = best[0].predicted.step_time_s if best else math.inf
         if lb > threshold * (1 + 1e-9) or mem_lb > mem_cap:
             pruned += 1
             continue
