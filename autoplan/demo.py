@@ -38,11 +38,9 @@ def measured_steps(output: str) -> list[tuple[int, float, float]]:
     return out
 
 
-def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.02, timeout_s: float = 600) -> list[tuple[int, float, float]]:
+def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: float = 600) -> list[tuple[int, float, float]]:
     from autoplan.execute.launch import torchrun_command
-    from autoplan.plan.plan import Plan
-    plan = Plan.load(plan_path)
-    cmd = torchrun_command(plan, str(train_script()), ["--plan", str(plan_path), "--steps", str(steps), "--lr", str(lr)])
+    cmd = torchrun_command(str(plan_path), str(train_script()), ["--steps", str(steps), "--lr", str(lr)])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
@@ -88,7 +86,10 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
 
     say(f"[4/4] training {steps} steps with the plan (torchrun, {plan.layout.world_size} processes) ...")
     runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]
-    runner_up = next((a for a in plan.alternatives if a.predicted.fits and a.layout.stages), None)
+    # the best layout of another family (different degrees), to show what the choice is worth
+    key = lambda lay: (lay.dp, lay.tp, lay.pp)  # noqa: E731
+    runner_up = next((a for a in plan.alternatives if a.predicted.fits and a.layout.stages
+                      and key(a.layout) != key(plan.layout)), None)
     if runner_up is not None:
         alt_plan = type(plan)(layout=runner_up.layout, predicted=runner_up.predicted, solver=plan.solver,
                               training=plan.training)

@@ -23,10 +23,12 @@ class InfeasibleError(AutoplanError):
     """No layout fits. ``diagnosis`` says what the smallest layout needs per device."""
 
     def __init__(self, message: str, *, min_memory_bytes: int | None = None,
-                 binding_constraint: str | None = None):
+                 binding_constraint: str | None = None, smallest_layout=None):
         super().__init__(message)
         self.min_memory_bytes = min_memory_bytes
         self.binding_constraint = binding_constraint
+        self.smallest_layout = smallest_layout
+        """the layout (autoplan.plan.plan.Layout) that needs the least memory per device"""
 
 
 class LaunchError(AutoplanError):

@@ -52,8 +52,7 @@ def family_alternatives(profile: ModelProfile, cluster: ClusterProfile, train: T
         except InfeasibleError as e:
             pred = Prediction(step_time_s=float("inf"), peak_memory_bytes=e.min_memory_bytes or 0, breakdown_s={},
                               fits=False)
-            from autoplan.plan.plan import Layout
-            out.append(Alternative(Layout(**{k: v for k, v in fields.items()}), pred, family=name,
+            out.append(Alternative(e.smallest_layout, pred, family=name,
                                    loses_on=loses_on(chosen.predicted, pred, mem)))
             continue
         except LayoutError:

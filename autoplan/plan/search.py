@@ -239,7 +239,7 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
         raise InfeasibleError(
             f"the model fits nowhere: the smallest layout ({lay.short()}) needs "
             f"{_gib(need)} per device, but a device has {_gib(mem_cap)}",
-            min_memory_bytes=need, binding_constraint="memory")
+            min_memory_bytes=need, binding_constraint="memory", smallest_layout=lay)
     obj = best[0].predicted.step_time_s
     bound = min(bound, obj)
     status = "optimal" if statuses <= {"optimal", "n/a"} else "feasible"
