@@ -20,7 +20,7 @@ Saved activations per micro-batch of ``b`` (Korthikanti et al. 2022, "Reducing A
 Recomputation in Large Transformer Models", Table 2; DESIGN.md), in 16-bit units and then scaled by
 bytes-per-element / 2 (so fp32 doubles it)::
 
-    block  s*b*(10h + (2h + 2kv + 2h + 4f)/t + 5*a*s/t)
+    block  s*b*(10h + (4h + 4kv + 4f)/t + 5*a*s/t)   q, o input; k, v; MLP inner (2 tensors)
 
 With kv = h and f = 4h that is s*b*h*(10 + 24/t + 5as/(ht)), Megatron TP WITHOUT sequence
 parallel (norm inputs, the QKV and MLP inputs and the dropout masks stay whole on every TP rank),
@@ -76,7 +76,7 @@ def saved_activation_bytes(kind: str, shape: ModelShape, seq_len: int, mbs: int,
     s, b, h = seq_len, mbs, shape.hidden
     if kind == "block":
         kv = shape.kv_heads * shape.head_dim
-        per_token_16bit = 10 * h + (2 * h + 2 * kv + 2 * h + 4 * shape.ffn_hidden) / tp + 5 * shape.heads * s / tp
+        per_token_16bit = 10 * h + (4 * h + 4 * kv + 4 * shape.ffn_hidden) / tp + 5 * shape.heads * s / tp
         return int(s * b * per_token_16bit * bytes_per_element / 2)
     if kind == "head":
         return 2 * s * b * h * bytes_per_element + LOSS_SOFTMAX_BYTES * s * b * shape.vocab

@@ -506,21 +506,23 @@ def _stop(context: mp.ProcessContext) -> None:
 
 
 def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
-                    sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES, group_sizes: Sequence[int] | None = None,
-                    warmup: int = 2, repeats: int = 9, timeout_s: float = 120.0, matmul_n: int = 1024,
-                    progress: ProgressCallback | None = None, name: str | None = None) -> ClusterProfile:
+                    sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES, max_size_bytes: int | None = None,
+                    group_sizes: Sequence[int] | None = None, warmup: int = 2, repeats: int = 9,
+                    timeout_s: float = 120.0, matmul_n: int = 1024, progress: ProgressCallback | None = None,
+                    name: str | None = None) -> ClusterProfile:
     """Measure ``nproc`` local CPU processes (gloo) as one node of ``nproc`` devices.
 
     ``memory_per_device_bytes`` is the planning budget per process (default: see
-    :func:`default_cpu_memory_bytes`); ``group_sizes`` defaults to every power of two up to
+    :func:`default_cpu_memory_bytes`); ``max_size_bytes`` drops the larger ``sizes_bytes``;
+    ``group_sizes`` defaults to every power of two up to
     ``nproc`` and ``nproc``; ``timeout_s`` bounds each collective and any silence of the workers
     (after a start-up allowance).  Raises AutoplanError when a worker fails or hangs."""
     if not isinstance(nproc, int) or nproc < 2:
         raise InputError(f"profiling a cluster needs nproc >= 2, got {nproc!r}")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
         raise InputError(f"memory per device must be positive, got {memory_per_device_bytes}")
-    cfg = LinkBenchConfig(sizes_bytes=tuple(sorted(set(int(s) for s in sizes_bytes))),
-                          group_sizes=None if group_sizes is None else tuple(group_sizes),
+    sizes = sorted(set(int(s) for s in sizes_bytes if max_size_bytes is None or s <= max_size_bytes))
+    cfg = LinkBenchConfig(sizes_bytes=tuple(sizes), group_sizes=None if group_sizes is None else tuple(group_sizes),
                           warmup=warmup, repeats=repeats, timeout_s=timeout_s, matmul_n=matmul_n)
     plan_link_groups(["localhost"] * nproc, cfg.group_sizes)      # validates the group sizes early
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,

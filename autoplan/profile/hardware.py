@@ -1,0 +1,252 @@
+"""The hardware catalogue: published accelerator and system figures, each with its source.
+
+``catalogue_cluster("dgx-h100-80gb:16")`` builds a cluster profile (``source: "catalogue"``) for
+16 nodes of 8 GPUs without any hardware, so the planner can answer "how would this train there".
+
+Published figures (``/work/shared/HARDWARE.md`` collects them) are kept apart from the
+ASSUMPTIONS that turn peaks into achievable rates; the assumptions are a dataclass with the
+evidence for each default, and can be overridden (``catalogue_cluster(spec, assumptions=...)``).
+
+Link model (alpha-beta per op and group size ``g``; ``n`` is the full tensor of the collective,
+as in ``links.py``)::
+
+    intra_node (NVSwitch: every pair of GPUs at full NVLink rate, whatever g)
+      all_reduce      t = lat(g)   + 2(g-1)/g * n / busbw_all_reduce
+      all_gather,     t = lat(g)/2 +  (g-1)/g * n / busbw_gather
+      reduce_scatter      busbw_gather = min(busbw_all_reduce, collective_link_fraction * NVLink)
+                          (all-gather/reduce-scatter get no NVLS in-switch reduction)
+      send_recv       t = lat(2)   + n / (send_recv_link_fraction * NVLink)
+      lat(g) = lat_8 * (g-1)/7: the latency fitted to the 8-GPU curve, one ring step per peer
+
+    inter_node (a group that spans nodes; DGX: one InfiniBand port per GPU)
+      per-GPU IB bandwidth  B = ports * port rate / GPUs per node * ib_efficiency
+      all_reduce      t = lat(g)   + 2(g-1) * ib_latency + 2(g-1)/g * n / B
+      all_gather,     t = lat(g)/2 +  (g-1) * ib_latency +  (g-1)/g * n / B
+      reduce_scatter
+      send_recv       t = lat(2) + ib_latency + n / B
+
+The inter-node model is a flat ring held back by each GPU's own NIC.  It is exact for groups
+with one rank per node (data parallel across nodes with TP = 8 inside) and CONSERVATIVE for
+groups with k > 1 ranks per node, which NCCL runs hierarchically (intra-node reduce-scatter, then
+1/k of the data over each of k NICs): 32 H200 (4 nodes) measured 369 GB/s bus bandwidth, where
+this model says ib_efficiency * 50 = 35 GB/s.  A profile fitted per (op, g) cannot tell k; the
+planner would need ranks-per-node to use the hierarchical figure.
+
+Run::
+
+    python -c "from autoplan.profile.hardware import catalogue_cluster; print(catalogue_cluster('dgx-a100-80gb:2').to_dict())"
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from autoplan.errors import InputError
+from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
+from autoplan.profile.links import fit_alpha_beta
+
+GB = 10 ** 9          # datasheets use decimal units
+MIB = 2 ** 20
+GIB = 2 ** 30
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    """Published figures of one accelerator (peaks, not achievable rates)."""
+
+    name: str
+    peak_16bit_matmul_flops_per_s: float
+    """dense bf16/fp16 tensor-core peak (no sparsity)"""
+    memory_bytes: int
+    """datasheet capacity in decimal bytes (e.g. 80 GB = 80e9; the device reports a little more,
+    about what the CUDA context and allocator reserve)"""
+    memory_bandwidth_bytes_per_s: float
+    nvlink_bytes_per_s: float
+    """NVLink bandwidth per GPU per direction"""
+    source: str
+
+
+# NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOP/s bf16 dense (624 with sparsity), 80 GB HBM2e,
+# 2,039 GB/s, NVLink3 12 links 600 GB/s bidirectional = 300 GB/s per direction.
+A100_SXM4_80GB = AcceleratorSpec("A100 SXM4 80GB", 312e12, 80 * GB, 2.039e12, 300e9,
+                                 "NVIDIA A100 Tensor Core GPU datasheet")
+# NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16 dense (1,979 fp8), 80 GB HBM3,
+# 3.35 TB/s, NVLink4 18 links 900 GB/s bidirectional = 450 GB/s per direction.
+H100_SXM5_80GB = AcceleratorSpec("H100 SXM5 80GB", 989e12, 80 * GB, 3.35e12, 450e9,
+                                 "NVIDIA H100 Tensor Core GPU datasheet")
+# NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB HBM3e, 4.8 TB/s,
+# NVLink4 900 GB/s bidirectional = 450 GB/s per direction.
+H200_SXM_141GB = AcceleratorSpec("H200 SXM 141GB", 989e12, 141 * GB, 4.8e12, 450e9,
+                                 "NVIDIA H200 Tensor Core GPU datasheet")
+# NVIDIA V100 Tensor Core GPU datasheet (SXM2 32GB): 125 TFLOP/s fp16 tensor, 32 GB HBM2, 900 GB/s,
+# NVLink2 300 GB/s bidirectional = 150 GB/s per direction.
+V100_SXM2_32GB = AcceleratorSpec("V100 SXM2 32GB", 125e12, 32 * GB, 0.9e12, 150e9,
+                                 "NVIDIA V100 Tensor Core GPU datasheet")
+
+ACCELERATORS: dict[str, AcceleratorSpec] = {a.name: a for a in
+                                            (A100_SXM4_80GB, H100_SXM5_80GB, H200_SXM_141GB, V100_SXM2_32GB)}
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One node type: its GPUs, its inter-node fabric and a measured all-reduce figure."""
+
+    name: str
+    accelerator: AcceleratorSpec
+    gpus_per_node: int
+    ib_ports: int
+    ib_port_bytes_per_s: float
+    """one InfiniBand port, one direction"""
+    fabric_source: str
+    all_reduce_busbw_bytes_per_s: float
+    """nccl-tests all-reduce bus bandwidth, 8 GPUs in one node, large messages"""
+    all_reduce_source: str
+
+
+# DGX A100 datasheet: 8 A100, NVSwitch, 8 single-port HDR InfiniBand 200 Gb/s (25 GB/s) for compute.
+# nccl-tests all-reduce on 8 A100: about 235 GB/s bus bandwidth at large sizes (HARDWARE.md).
+DGX_A100_80GB = SystemSpec("dgx-a100-80gb", A100_SXM4_80GB, 8, 8, 25e9, "NVIDIA DGX A100 datasheet",
+                           235e9, "nccl-tests all-reduce, 8x A100 in one node, large messages (HARDWARE.md)")
+# DGX H100 / BasePOD: 8 H100, NVSwitch, 8 ConnectX-7 400 Gb/s (50 GB/s) for compute.
+# nccl-tests all-reduce 8x H100: 466 GB/s at 1 GB, 480 at 8-16 GB with NVLS (HARDWARE.md).
+DGX_H100_80GB = SystemSpec("dgx-h100-80gb", H100_SXM5_80GB, 8, 8, 50e9, "NVIDIA DGX BasePOD documentation",
+                           480e9, "nccl-tests all-reduce, 8x H100 in one node, 8-16 GB, NVLS (HARDWARE.md)")
+# DGX H200: same fabric as DGX H100.  nccl-tests all-reduce 8x H200, one node: 482 GB/s at 16 GiB.
+DGX_H200_141GB = SystemSpec("dgx-h200-141gb", H200_SXM_141GB, 8, 8, 50e9, "NVIDIA DGX BasePOD documentation",
+                            482e9, "nccl-tests all-reduce, 8x H200 in one node, 16 GiB (HARDWARE.md)")
+
+SYSTEMS: dict[str, SystemSpec] = {s.name: s for s in (DGX_A100_80GB, DGX_H100_80GB, DGX_H200_141GB)}
+
+# nccl-tests all-reduce bus bandwidth on 8x H100 in one node (HARDWARE.md): (message bytes, busbw B/s).
+# The all-reduce latency of every catalogue system is fitted to this curve.
+H100_ALL_REDUCE_CURVE: tuple[tuple[int, float], ...] = (
+    (2 * MIB, 87e9), (16 * MIB, 237e9), (64 * MIB, 362e9), (128 * MIB, 401e9), (512 * MIB, 437e9),
+    (1 * GIB, 466e9), (8 * GIB, 480e9), (16 * GIB, 480e9))
+H100_ALL_REDUCE_CURVE_SOURCE = "nccl-tests all-reduce, 8x H100 in one node, 2 MB .. 16 GB (HARDWARE.md)"
+
+
+@dataclass(frozen=True)
+class CatalogueAssumptions:
+    """How published peaks become achievable rates.  Defaults with their evidence."""
+
+    matmul_efficiency: float = 0.7
+    """achievable / peak dense matmul rate.  Evidence: one H200 measured 790 of 989 TFLOP/s (0.80)
+    on an 8192^3 bf16 product (HARDWARE.md); transformer layers mix smaller matrices and
+    memory-bound ops, so lower; 0.6-0.8 is the usual range"""
+    memory_bandwidth_efficiency: float = 0.9
+    """achievable / peak memory bandwidth.  Evidence: one H200 measured 4.3 of 4.8 TB/s (0.90) on
+    a large device-to-device copy (HARDWARE.md)"""
+    collective_link_fraction: float = 0.8
+    """all-gather / reduce-scatter bus bandwidth / NVLink per-direction rate.  Evidence: 8x A100
+    all-reduce reaches about 235 of 300 GB/s (0.78) (HARDWARE.md)"""
+    send_recv_link_fraction: float = 0.65
+    """send/recv bandwidth / NVLink per-direction rate.  Evidence: an A100 pair in one node,
+    195 of 300 GB/s at 1 GB (HARDWARE.md)"""
+    ib_efficiency: float = 0.7
+    """achieved / nominal InfiniBand bandwidth.  Evidence: 32 H200 on 4 nodes (8 x 400 Gb/s each)
+    measured 369 GB/s all-reduce bus bandwidth at 16 GiB against 517 GB/s for a hierarchical
+    all-reduce at the nominal 50 GB/s per GPU (8 * 50 * 4/3 * 31/32): 0.71 (HARDWARE.md)"""
+    ib_latency_s: float = 0.6e-6
+    """one InfiniBand hop: about 0.5-0.6 us (HARDWARE.md)"""
+
+
+def _h100_all_reduce_fit() -> LinkFit:
+    """Alpha-beta fit of the 8-GPU H100 all-reduce curve, as time per message (algbw = busbw *
+    g / (2(g-1)) with g = 8)."""
+    g = 8
+    sizes = [n for n, _ in H100_ALL_REDUCE_CURVE]
+    times = [n / (busbw * g / (2 * (g - 1))) for n, busbw in H100_ALL_REDUCE_CURVE]
+    return fit_alpha_beta(sizes, times)
+
+
+def parse_cluster_spec(spec: str) -> tuple[SystemSpec, int]:
+    """``"dgx-a100-80gb:16"`` -> (the DGX A100 spec, 16 nodes); a bare name is one node."""
+    name, colon, count = spec.strip().partition(":")
+    if name not in SYSTEMS:
+        raise InputError(f"unknown cluster {spec!r}: known catalogue entries are "
+                         f"{', '.join(s + ':NODES' for s in SYSTEMS)}, or give a cluster profile JSON")
+    if not colon:
+        return SYSTEMS[name], 1
+    if not count.isdigit() or int(count) < 1:
+        raise InputError(f"cluster {spec!r}: the node count after ':' must be a positive integer")
+    return SYSTEMS[name], int(count)
+
+
+def _powers_of_two(upto: int) -> list[int]:
+    return [2 ** i for i in range(1, upto.bit_length()) if 2 ** i <= upto]
+
+
+def catalogue_cluster(spec: str, assumptions: CatalogueAssumptions | None = None) -> ClusterProfile:
+    """A cluster profile for ``NAME[:NODES]`` from published figures (module docstring)."""
+    system, num_nodes = parse_cluster_spec(spec)
+    a = assumptions or CatalogueAssumptions()
+    acc = system.accelerator
+    per_node = system.gpus_per_node
+    lat8 = _h100_all_reduce_fit().latency_s
+
+    def lat(g: int) -> float:
+        return lat8 * (g - 1) / (per_node - 1)
+
+    busbw_ar = system.all_reduce_busbw_bytes_per_s
+    busbw_gather = min(busbw_ar, a.collective_link_fraction * acc.nvlink_bytes_per_s)
+    p2p_bw = a.send_recv_link_fraction * acc.nvlink_bytes_per_s
+    ib_bw = system.ib_ports * system.ib_port_bytes_per_s / per_node * a.ib_efficiency
+
+    def ring(g: int, busbw: float, all_reduce: bool) -> float:
+        """Algorithm bandwidth (bytes of n per second) of a ring at bus bandwidth ``busbw``."""
+        return busbw * g / ((2 if all_reduce else 1) * (g - 1))
+
+    intra = {
+        "all_reduce": {g: LinkFit(lat(g), ring(g, busbw_ar, True)) for g in _powers_of_two(per_node)},
+        "all_gather": {g: LinkFit(lat(g) / 2, ring(g, busbw_gather, False)) for g in _powers_of_two(per_node)},
+        "send_recv": {2: LinkFit(lat(2), p2p_bw)},
+    }
+    intra["reduce_scatter"] = dict(intra["all_gather"])
+    links = {"intra_node": intra}
+    if num_nodes > 1:
+        world = num_nodes * per_node
+        links["inter_node"] = {
+            "all_reduce": {g: LinkFit(lat(min(g, per_node)) + 2 * (g - 1) * a.ib_latency_s, ring(g, ib_bw, True))
+                           for g in _powers_of_two(world)},
+            "all_gather": {g: LinkFit(lat(min(g, per_node)) / 2 + (g - 1) * a.ib_latency_s, ring(g, ib_bw, False))
+                           for g in _powers_of_two(world)},
+            "send_recv": {2: LinkFit(lat(2) + a.ib_latency_s, ib_bw)},
+        }
+        links["inter_node"]["reduce_scatter"] = dict(links["inter_node"]["all_gather"])
+
+    device = DeviceSpec(type="cuda", name=acc.name, memory_bytes=acc.memory_bytes,
+                        compute_flops_per_s=acc.peak_16bit_matmul_flops_per_s * a.matmul_efficiency,
+                        memory_bandwidth_bytes_per_s=acc.memory_bandwidth_bytes_per_s * a.memory_bandwidth_efficiency)
+    sources = {
+        "device.memory_bytes": f"{acc.memory_bytes / GB:.0f} GB ({acc.source})",
+        "device.compute_flops_per_s": f"{acc.peak_16bit_matmul_flops_per_s / 1e12:.0f} TFLOP/s 16-bit dense peak "
+                                      f"({acc.source}) x matmul_efficiency {a.matmul_efficiency} (assumption)",
+        "device.memory_bandwidth_bytes_per_s": f"{acc.memory_bandwidth_bytes_per_s / 1e12:.3f} TB/s ({acc.source}) "
+                                               f"x memory_bandwidth_efficiency {a.memory_bandwidth_efficiency}",
+        "nvlink": f"{acc.nvlink_bytes_per_s / GB:.0f} GB/s per GPU per direction ({acc.source})",
+        "intra_node.all_reduce": f"bus bandwidth {busbw_ar / GB:.0f} GB/s ({system.all_reduce_source}); "
+                                 f"latency {lat8 * 1e6:.1f} us on 8 GPUs, fitted to {H100_ALL_REDUCE_CURVE_SOURCE}",
+        "intra_node.all_gather/reduce_scatter": f"bus bandwidth min(all-reduce, {a.collective_link_fraction} x NVLink)",
+        "intra_node.send_recv": f"{a.send_recv_link_fraction} x NVLink (assumption from an A100 pair, HARDWARE.md)",
+        "inter_node": f"{system.ib_ports} x {system.ib_port_bytes_per_s / GB:.0f} GB/s InfiniBand per node "
+                      f"({system.fabric_source}) / {per_node} GPUs x ib_efficiency {a.ib_efficiency}; "
+                      f"hop latency {a.ib_latency_s * 1e6:.1f} us; flat ring per GPU NIC (conservative for groups "
+                      f"with several ranks per node)",
+    }
+    environment = {"catalogue": system.name, "assumptions": asdict(a),
+                   "message_size": "n = full tensor of the collective (all_gather: gathered output)"}
+    return ClusterProfile(name=f"{system.name}:{num_nodes}", num_nodes=num_nodes, devices_per_node=per_node,
+                          device=device, links=links, environment=environment, source="catalogue",
+                          sources=sources, rank_hosts=[])
+
+
+def with_assumptions(**overrides: float) -> CatalogueAssumptions:
+    """The default assumptions with some replaced, e.g. ``with_assumptions(matmul_efficiency=0.6)``;
+    InputError on an unknown name or a non-positive value."""
+    known = set(asdict(CatalogueAssumptions()))
+    bad = [k for k in overrides if k not in known]
+    if bad:
+        raise InputError(f"unknown catalogue assumption(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    if any(v <= 0 for v in overrides.values()):
+        raise InputError("catalogue assumptions must be positive")
+    return replace(CatalogueAssumptions(), **overrides)

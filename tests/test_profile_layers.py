@@ -1,0 +1,99 @@
+"""Layer measurement: real timings of gpt-tiny, saved-activation accounting, TP-rank blocks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autoplan.errors import InputError
+from autoplan.models.shapes import BUILTIN_SHAPES
+from autoplan.profile import analytic
+from autoplan.profile.formats import ModelProfile
+from autoplan.profile.layers import ProgressEvent, profile_model, saved_activation_bytes, tp_rank_block
+
+TINY = BUILTIN_SHAPES["gpt-tiny"]
+
+
+@pytest.fixture(scope="module")
+def tiny_events() -> tuple[ModelProfile, list[ProgressEvent]]:
+    events: list[ProgressEvent] = []
+    prof = profile_model("gpt-tiny", mbs_list=(1, 2), tp_list=(1, 2), warmup=1, repeats=2, threads=1,
+                         progress=events.append)
+    return prof, events
+
+
+def test_identical_blocks_measured_once(tiny_events):
+    prof, events = tiny_events
+    assert set(prof.kinds) == {"embed", "block", "head"}
+    assert prof.layer_names() == ["embed"] + [f"block.{i}" for i in range(TINY.layers)] + ["head"]
+    assert prof.edges == list(zip(prof.layer_names(), prof.layer_names()[1:]))
+    block = prof.kinds["block"]
+    assert sorted((t.mbs, t.tp) for t in block.timings) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert sorted((t.mbs, t.tp) for t in prof.kinds["head"].timings) == [(1, 1), (2, 1)]
+    # one event per (kind, mbs, tp) plus the optimizer
+    assert [e.done for e in events] == list(range(1, 10)) and events[-1].total == 9
+
+
+def test_times_and_counts_are_positive_and_exact_where_known(tiny_events):
+    prof, _ = tiny_events
+    for kind, kp in prof.kinds.items():
+        assert kp.param_count == analytic.param_count(kind, TINY)
+        assert kp.param_bytes == 4 * kp.param_count
+        for t in kp.timings:
+            assert t.forward_s > 0 and t.backward_s > 0, (kind, t)
+            width = TINY.vocab if kind == "head" else TINY.hidden
+            assert t.output_bytes == t.mbs * TINY.seq_len * width * 4
+    assert prof.total_params() == TINY.param_count()
+    assert prof.optimizer_step_s_per_param > 0 and prof.optimizer_step_s_per_param_sgd > 0
+    assert prof.environment["threads"] == 1 and prof.environment["torch"] == torch.__version__
+
+
+def test_saved_activations_near_the_formula(tiny_events):
+    prof, _ = tiny_events
+    for t in prof.kinds["block"].timings:
+        formula = analytic.saved_activation_bytes("block", TINY, TINY.seq_len, t.mbs, t.tp, bytes_per_element=4)
+        # measured has no dropout masks and a fused CPU attention; the formula is the Megatron count
+        assert 0.4 * formula < t.saved_activation_bytes < 2.0 * formula, (t, formula)
+    by = {(t.mbs, t.tp): t.saved_activation_bytes for t in prof.kinds["block"].timings}
+    assert by[(2, 1)] == 2 * by[(1, 1)]
+    assert by[(1, 2)] < by[(1, 1)]
+    embed = {t.mbs: t.saved_activation_bytes for t in prof.kinds["embed"].timings}
+    assert embed[1] == 8 * TINY.seq_len          # the int64 token ids, nothing else
+
+
+def test_json_round_trip(tiny_events, tmp_path):
+    prof, _ = tiny_events
+    assert ModelProfile.from_dict(prof.to_dict()).to_dict() == prof.to_dict()
+    prof.save(tmp_path / "m.json")
+    assert ModelProfile.load(tmp_path / "m.json").to_dict() == prof.to_dict()
+
+
+def test_saved_bytes_count_storages_once_and_skip_parameters():
+    w = torch.nn.Parameter(torch.randn(4, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def run():
+        # sin saves x; cos saves a view of x (same storage); mul saves x and the parameter
+        return (x.sin() + x.view(8, 4).cos().view(4, 8) + x * w).sum()
+    assert saved_activation_bytes(run, [w]) == 4 * 8 * 4
+
+
+def test_tp_rank_block_holds_one_shard():
+    blk = tp_rank_block(TINY, 2)
+    assert blk.attn.wq.out_features == TINY.hidden // 2
+    assert blk.attn.wo.in_features == TINY.hidden // 2
+    assert blk.mlp.w1.out_features == TINY.ffn_hidden // 2
+    assert blk.mlp.w2.in_features == TINY.ffn_hidden // 2
+    y = blk(torch.randn(2, 8, TINY.hidden))
+    assert y.shape == (2, 8, TINY.hidden)
+
+
+def test_bad_input():
+    with pytest.raises(InputError, match="gpt-tiny"):
+        profile_model("no-such-model")
+    with pytest.raises(InputError, match="TP degree 3"):
+        profile_model("gpt-tiny", tp_list=(3,))
+    with pytest.raises(InputError, match="mbs_list"):
+        profile_model("gpt-tiny", mbs_list=(0,))
+    with pytest.raises(InputError, match="precision"):
+        profile_model("gpt-tiny", precision="fp8")
