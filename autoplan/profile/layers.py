@@ -268,6 +268,18 @@ def _inner_iterations(one_iteration_s: float, settings: TimingSettings) -> int:
     return max(1, min(settings.max_inner, math.ceil(settings.min_sample_s / one_iteration_s)))
 
 
+def _median_per_call(call: Callable[[], object], inner: int, repeats: int, clock: _Clock) -> float:
+    """Median over ``repeats`` samples of (time of ``inner`` back-to-back calls) / inner."""
+    samples: list[float] = []
+    for _ in range(repeats):
+        one: list[float] = []
+        with clock.measure(one):
+            for _ in range(inner):
+                call()      # a forward's result is dropped at once: its graph is freed as in training
+        samples.append(one[0] / inner)
+    return statistics.median(samples)
+
+
 def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[float, float]:
     """(median forward seconds, median backward seconds) of one layer case."""
     clock = _Clock(settings.device)
@@ -282,14 +294,7 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
     fwd_inner = _inner_iterations(min(fwd_warm), settings)
     bwd_inner = _inner_iterations(min(bwd_warm), settings)
 
-    fwd_samples: list[float] = []
-    for _ in range(settings.repeats):
-        one: list[float] = []
-        with clock.measure(one):
-            for _ in range(fwd_inner):
-                root, _ = case.forward()
-                del root            # frees the graph, as a forward whose output is consumed would
-        fwd_samples.append(one[0] / fwd_inner)
+    forward_s = _median_per_call(case.forward, fwd_inner, settings.repeats, clock)
 
     bwd_samples: list[float] = []
     for _ in range(settings.repeats):
@@ -301,7 +306,7 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
                 case.backward(root)
             del root
         bwd_samples.append(sum(parts) / bwd_inner)
-    return statistics.median(fwd_samples), statistics.median(bwd_samples)
+    return forward_s, statistics.median(bwd_samples)
 
 
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
@@ -317,15 +322,7 @@ def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Calla
         with clock.measure(warm):
             opt.step()
     inner = _inner_iterations(min(warm), settings)
-    samples: list[float] = []
-    for _ in range(settings.repeats):
-        one: list[float] = []
-        with clock.measure(one):
-            for _ in range(inner):
-                opt.step()
-        samples.append(one[0] / inner)
-    n = sum(p.numel() for p in params)
-    return statistics.median(samples) / n
+    return _median_per_call(opt.step, inner, settings.repeats, clock) / sum(p.numel() for p in params)
 
 
 # --------------------------------------------------------------------------------------------
