@@ -266,6 +266,17 @@ def check_stages(profile: ModelProfile, layout: Layout) -> None:
             raise InputError(f"layout places {v!r} on an earlier stage than its input {u!r}")
 
 
+def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) -> list[list[tuple[str, str]]]:
+    """For each boundary b (between chunk b and b+1), the edges that cross it. An edge from chunk
+    i to chunk k > i crosses boundaries i .. k-1 (its tensor is passed along stage by stage)."""
+    where = {n: j for j, st in enumerate(stages) for n in st}
+    out: list[list[tuple[str, str]]] = [[] for _ in range(max(0, len(stages) - 1))]
+    for u, w in edges:
+        for b in range(where[u], where[w]):
+            out[b].append((u, w))
+    return out
+
+
 def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
              costs: dict[str, LayerCost] | None = None) -> Prediction:
     """Predicted step time and memory of a complete layout (stages given)."""
@@ -296,8 +307,8 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             act[r] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
     # occupies a buffer on both sides, once per boundary it crosses
-    for u, w in profile.edges:
-        for b in range(where[u], where[w]):
+    for b, edges in enumerate(boundary_crossings(profile.edges, layout.stages)):
+        for u, _ in edges:
             c = costs[u]
             p2p[b % p] += c.p2p_s
             buf[b % p] += c.out_bytes
