@@ -25,6 +25,8 @@ app.add_typer(profile_app, name="profile")
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
               "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len) or a model profile JSON")
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
+PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
+                      "PP across nodes); --layout fields override it")
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1)")
 
@@ -167,14 +169,16 @@ def solve(
     top_k: int = typer.Option(5, help="runner-up layouts to keep"),
     time_limit: float = typer.Option(10.0, help="CBC time limit per placement ILP, seconds"),
     tp_across_nodes: bool = typer.Option(False, help="allow tensor parallel groups to span nodes"),
+    preset: Optional[str] = typer.Option(None, help=PRESET_OPTION_HELP),
 ) -> None:
     """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
     from autoplan.plan.api import make_problem, solve_problem
     from autoplan.plan.plan import parse_layout_constraints
+    from autoplan.plan.presets import preset_constraints
     from autoplan.plan.search import SearchOptions
-    fixed = parse_layout_constraints(layout)
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
+    fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes)
     with _progress("solving", enabled=not as_json) as update:
         plan = solve_problem(pb, opts, progress=lambda d, t: update(d, t, ""))
@@ -199,10 +203,15 @@ def estimate(
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
 ) -> None:
-    """Predict the step time and memory of one given layout, with the same cost model as solve."""
-    from autoplan.plan.api import estimate as do_estimate
-    lay, pred = do_estimate(model, cluster, global_batch, layout, precision=precision, optimizer=optimizer,
-                            seq_len=seq_len, memory_per_device_bytes=_parse_bytes(memory_per_device))
+    """Predict the step time and memory of one given layout, with the same cost model as solve.
+
+    When the layout gives no stages, the solver's partitioner places the layers for those degrees."""
+    from autoplan.plan.api import complete_layout, estimate_problem, make_problem
+    from autoplan.plan.plan import parse_layout_constraints
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=_parse_bytes(memory_per_device))
+    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
+                                                     global_batch))
     if as_json:
         typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
         return

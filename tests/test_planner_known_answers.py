@@ -88,3 +88,20 @@ def test_estimate_and_solve_agree(model, cluster, batch):
     _, pred2 = estimate_problem(pb, complete_layout(fields, pb.cluster.world_size, batch))
     assert fixed.predicted.step_time_s == pytest.approx(pred2.step_time_s, rel=1e-12)
     assert fixed.predicted.step_time_s == pytest.approx(plan.predicted.step_time_s, rel=1e-12)
+
+
+def test_presets_are_constraints_on_the_same_planner():
+    from autoplan.plan.presets import preset_constraints
+    pb = make_problem("gpt3-13b", "dgx-a100-80gb:4", 256)
+    free = solve(pb)
+    for name, check in [("zero3", lambda l: (l.tp, l.pp, l.zero) == (1, 1, 3)),
+                        ("ddp", None),
+                        ("megatron", lambda l: l.tp == 8 and l.sp == 1)]:
+        fixed = preset_constraints(name, pb.profile, pb.cluster)
+        if check is None:   # 13B does not fit unsharded: the preset is infeasible, and says so
+            with pytest.raises(InfeasibleError):
+                solve_problem(pb, SearchOptions(fixed=fixed), families=False)
+            continue
+        plan = solve_problem(pb, SearchOptions(fixed=fixed), families=False)
+        assert check(plan.layout), plan.layout.short()
+        assert plan.predicted.step_time_s >= free.predicted.step_time_s * (1 - 1e-12)

@@ -337,6 +337,13 @@ class TiedChainILP(PlacementILP):
             self.prob += self.n[0] <= self.N * (1 - self.z0), "alone_0"
             self.prob += self.n[self.p - 1] <= self.N * (1 - self.z1), "alone_1"
 
+    def set_objective(self) -> None:
+        super().set_objective()
+        # among equal-cost placements prefer chunks that hold blocks (interleaved schedules run
+        # best on even chunks): a tie-breaker far below any real cost difference
+        eps = 1e-9 * max(self.block.compute_s, 1e-12)
+        self.prob.setObjective(self.prob.objective + eps * (self.z0 + self.z1))
+
     def rank_sum(self, r: int, attr: str):
         q = getattr(self.block, attr) * self.n[r]
         if r == 0:

@@ -1,0 +1,32 @@
+"""Hand layouts as constraints on the same planner, so they are costed by the same model.
+
+A preset fixes some layout fields; the solver chooses the rest (and the stages). ``--layout``
+fields given beside a preset override it.
+"""
+
+from __future__ import annotations
+
+from autoplan.errors import InputError
+from autoplan.plan.search import allowed_tp
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+PRESET_HELP = {
+    "ddp": "pure data parallel: every device holds the whole model (tp=1, pp=1, zero=0)",
+    "zero1": "data parallel with the optimizer state sharded (tp=1, pp=1, zero=1)",
+    "zero2": "data parallel with optimizer state and gradients sharded (tp=1, pp=1, zero=2)",
+    "zero3": "fully sharded data parallel, FSDP / ZeRO-3 (tp=1, pp=1, zero=3)",
+    "megatron": "Megatron-LM style: tensor parallel over a whole node with sequence parallel, pipeline "
+                "parallel across nodes, data parallel over the rest (tp = largest degree <= GPUs per node)",
+}
+
+
+def preset_constraints(name: str, profile: ModelProfile, cluster: ClusterProfile) -> dict:
+    """The layout fields a preset fixes for this model and cluster."""
+    simple = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}
+    if name in simple:
+        return {"tp": 1, "pp": 1, "zero": simple[name]}
+    if name == "megatron":
+        tps = allowed_tp(profile) or {1}
+        tp = max(t for t in tps if t <= cluster.devices_per_node and cluster.world_size % t == 0)
+        return {"tp": tp, "sp": 1 if tp > 1 else 0}
+    raise InputError(f"unknown preset {name!r} (known: {', '.join(PRESET_HELP)})")
