@@ -2,6 +2,16 @@
 
     autoplan run plan.json -- examples/train_gpt.py --steps 20
     torchrun --nproc-per-node 4 examples/train_gpt.py --plan plan.json --steps 20 --optimizer sgd --lr 0.1
+    torchrun --max-restarts 1 --nproc-per-node 4 examples/train_gpt.py --plan plan.json --steps 20 \
+        --ckpt-dir ckpt --ckpt-every 5
+
+With ``--ckpt-dir`` the model and optimizer state are saved (torch.distributed.checkpoint, see
+:mod:`autoplan.execute.checkpoint`) every ``--ckpt-every`` steps and after the last one, and a start
+finding a checkpoint there resumes from it: the step count continues, and since the batch of step
+``n`` is a function of ``n`` and the seed only, the data stream continues exactly as without the
+interruption. The checkpoint may come from another plan of the same model. ``--fail-at-step N``
+(for tests) makes rank 1 exit with code 1 when it reaches step ``N`` on torchrun's first attempt
+only, so that a restart (``--max-restarts``) resumes past it.
 
 Rank 0 prints one line per step, then two summary lines:
 
@@ -30,7 +40,9 @@ import torch.distributed as dist
 
 from autoplan.errors import AutoplanError, InputError, LayoutError
 from autoplan.execute.apply import parallelize
+from autoplan.execute.checkpoint import load, save
 from autoplan.execute.data import synthetic_batch
+from autoplan.execute.launch import init_process_group
 from autoplan.models.shapes import ModelShape, resolve_shape
 from autoplan.models.transformer import build_model
 from autoplan.plan.plan import Plan, TrainingSpec
@@ -46,6 +58,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="default: the plan's (training.optimizer), sgd if it names another")
     p.add_argument("--lr", type=float, default=None, help="default: 0.1 for sgd, 1e-3 for adamw")
     p.add_argument("--seed", type=int, default=0, help="model init and data")
+    p.add_argument("--ckpt-dir", default=None, help="save checkpoints here; resume from the latest one in it")
+    p.add_argument("--ckpt-every", type=int, default=0, help="save every K steps (0: only after the last step)")
+    p.add_argument("--fail-at-step", type=int, default=None,
+                   help="test only: rank 1 exits with code 1 at this step on the first torchrun attempt")
     return p.parse_args(argv)
 
 
@@ -79,15 +95,30 @@ def train(args: argparse.Namespace) -> None:
     use_cuda = torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # set by torchrun
-    dist.init_process_group("nccl" if use_cuda else "gloo")
+    init_process_group("nccl" if use_cuda else "gloo")  # prefixes the store by torchrun's restart count
     model = build_model(shape, seed=args.seed)
     par = parallelize(model, plan)  # refuses a plan that does not fit this launch, before any collective
     opt_cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
     opt = opt_cls(par.parameters(), lr=lr)
     master = dist.get_rank() == 0
+    if args.ckpt_every < 0:
+        raise InputError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
+
+    start = 0
+    if args.ckpt_dir is not None:
+        resumed = load(par, opt, args.ckpt_dir)
+        if resumed is not None:
+            start = resumed
+            if master:
+                print(f"resumed from step {start} ({args.ckpt_dir})", flush=True)
+    # torchrun counts restarts of the worker group; 0 on the first attempt.
+    first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
 
     step_times = []
-    for step in range(args.steps):
+    for step in range(start, args.steps):
+        if step == args.fail_at_step and first_attempt and dist.get_rank() == 1:
+            print(f"rank 1: injected failure at step {step}", file=sys.stderr, flush=True)
+            os._exit(1)
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, shape.vocab, args.seed)
         t0 = time.perf_counter()
         loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
@@ -97,6 +128,9 @@ def train(args: argparse.Namespace) -> None:
         step_times.append(dt)
         if master:
             print(f"step {step} loss {loss:.6f} time_s {dt:.4f}", flush=True)
+        done = step + 1
+        if args.ckpt_dir is not None and (done == args.steps or (args.ckpt_every and done % args.ckpt_every == 0)):
+            save(par, opt, done, args.ckpt_dir)
 
     peak = torch.tensor(peak_memory_bytes(par.device), dtype=torch.int64, device=par.device)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)

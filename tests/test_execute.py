@@ -104,6 +104,8 @@ def test_torchrun_command(tmp_path):
         torchrun_command(plan, "t.py", [], nnodes=2)
     with pytest.raises(LaunchError, match="3 nodes"):
         torchrun_command(plan, "t.py", [], nnodes=3)
+    assert "--max-restarts=1" in torchrun_command(plan, "t.py", [], max_restarts=1)
+    assert not any(a.startswith("--max-restarts") for a in cmd)
 
 
 # -- the training script under torchrun -------------------------------------------------------------

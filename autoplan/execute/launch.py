@@ -19,16 +19,48 @@ from pathlib import Path
 from autoplan.errors import InputError, LaunchError
 from autoplan.plan.plan import Plan
 
+_STORE_TIMEOUT_S = 300
+"""how long a worker waits for the others at the rendezvous store (torch's default for gloo)"""
+
+
+def init_process_group(backend: str) -> None:
+    """``dist.init_process_group(backend)`` inside a torchrun worker, safe across torchrun restarts.
+
+    Since torch 2.4 the torchrun agent shares one TCPStore across restarts of the worker group
+    (``TORCHELASTIC_USE_AGENT_STORE``), and the workers of a restart then read the previous
+    attempt's process-group keys (gloo peers' old addresses: "connectFullMesh failed ... Connection
+    refused"). The store is prefixed here by ``TORCHELASTIC_RESTART_COUNT``, as torch itself did
+    before, so every attempt meets only its own keys. Outside torchrun's agent store this is the
+    plain environment initialisation.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        dist.init_process_group(backend)
+        return
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    timeout = datetime.timedelta(seconds=_STORE_TIMEOUT_S)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
+                          timeout=timeout)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(backend, store=dist.PrefixStore(f"autoplan/attempt_{attempt}/", store), rank=rank,
+                            world_size=world, timeout=timeout)
+
 
 def _has_plan_arg(args: Sequence[str]) -> bool:
     return any(a == "--plan" or a.startswith("--plan=") for a in args)
 
 
 def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, script_args: Sequence[str], *,
-                     nnodes: int = 1, node_rank: int | None = None, rdzv_endpoint: str | None = None) -> list[str]:
+                     nnodes: int = 1, node_rank: int | None = None, rdzv_endpoint: str | None = None,
+                     max_restarts: int = 0) -> list[str]:
     """The ``python -m torch.distributed.run`` command line that runs ``script`` with the plan's layout.
 
     ``--plan plan_path`` is put before ``script_args`` unless they already carry ``--plan``.
+    ``max_restarts > 0`` lets torchrun restart the whole worker group that often after a failure
+    (the script resumes from its checkpoint: ``examples/train_gpt.py --ckpt-dir``).
     Raises :class:`InputError` for a bad plan file, :class:`LaunchError` when ``nnodes`` does not
     divide the plan's world size or a multi-node launch lacks its rendezvous endpoint.
     """
@@ -36,8 +68,12 @@ def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, sc
     world = plan.layout.world_size
     if nnodes < 1 or world % nnodes:
         raise LaunchError(f"plan world size {world} does not split over {nnodes} nodes")
+    if max_restarts < 0:
+        raise LaunchError(f"max_restarts must be >= 0, got {max_restarts}")
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world // nnodes}",
            f"--nnodes={nnodes}"]
+    if max_restarts:
+        cmd.append(f"--max-restarts={max_restarts}")
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
@@ -53,7 +89,7 @@ def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, sc
 
 
 def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequence[str], *, nnodes: int = 1,
-           node_rank: int | None = None, rdzv_endpoint: str | None = None) -> int:
+           node_rank: int | None = None, rdzv_endpoint: str | None = None, max_restarts: int = 0) -> int:
     """Run ``script args`` under torchrun with the plan's world size; returns the workers' exit code.
 
     This process runs the same torchrun agent as ``python -m torch.distributed.run`` with the
@@ -67,7 +103,7 @@ def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequen
     if not Path(script).is_file():
         raise InputError(f"training script not found: {script}")
     cmd = torchrun_command(plan_path, script, args, nnodes=nnodes, node_rank=node_rank,
-                           rdzv_endpoint=rdzv_endpoint)
+                           rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
     try:
         run(parse_args(cmd[3:]))  # cmd[:3] is "python -m torch.distributed.run"
     except ChildFailedError as e:

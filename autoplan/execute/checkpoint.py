@@ -1,0 +1,160 @@
+"""Save and restore a parallelized model and its optimizer with ``torch.distributed.checkpoint`` (DCP).
+
+    ckpt = CheckpointDir("runs/ckpt")
+    start = load(par, opt, ckpt.root) or 0        # steps already done; 0 when there is no checkpoint
+    for step in range(start, steps):
+        ...
+        if (step + 1) % every == 0 or step + 1 == steps:
+            save(par, opt, step + 1, ckpt.root)    # collective: every rank calls it
+
+State dicts come from ``torch.distributed.checkpoint.state_dict.get_state_dict``, so every key is the
+unsplit model's name (``blocks.3.mlp.w1.weight``, ``state.blocks.3.mlp.w1.weight.exp_avg``) whatever
+the wrappers (DDP, ``fully_shard``, checkpoint wrappers) and every value is this rank's piece (a DTensor
+shard under TP/FSDP, a plain tensor under DDP, only the stage's units under PP). DCP stores pieces
+with their global offsets, so a checkpoint written under one layout loads under any other: each rank
+reads the bytes of its own shard of its own stage. The optimizer state is flattened
+(``flatten_optimizer_state_dict``) so that pipeline stages, which hold different parameters, agree on
+its structure.
+
+On disk::
+
+    DIR/step_00000004/   one DCP checkpoint (``.metadata`` + one file per rank), the state after 4 steps
+    DIR/latest           {"step": 4, "dir": "step_00000004"}: written by rank 0 only after every rank
+                         finished writing the step directory, by an atomic rename
+
+so a crash during a save leaves ``latest`` at the previous complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.nn as nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+from autoplan.errors import InputError
+from autoplan.execute.apply import Parallelized
+
+LATEST = "latest"
+"""name of the marker file, inside the checkpoint directory, that names the newest complete step"""
+
+_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+@dataclass(frozen=True)
+class Latest:
+    """The contents of the ``latest`` marker."""
+
+    step: int
+    """training steps completed when the checkpoint was written (the next step to run)"""
+    path: Path
+    """the DCP directory of that step"""
+
+
+def step_dir_name(step: int) -> str:
+    """``step_00000004`` for the state after 4 steps."""
+    return f"step_{step:08d}"
+
+
+def read_latest(ckpt_dir: str | os.PathLike) -> Latest | None:
+    """The newest complete checkpoint under ``ckpt_dir``, or ``None`` when there is none yet.
+
+    Raises :class:`InputError` when the marker exists but is malformed or names a missing directory.
+    """
+    root = Path(ckpt_dir)
+    marker = root / LATEST
+    if not marker.is_file():
+        return None
+    try:
+        d = json.loads(marker.read_text())
+        step, name = int(d["step"]), str(d["dir"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{marker}: malformed checkpoint marker ({type(e).__name__}: {e})") from None
+    path = root / name
+    if not (path / ".metadata").is_file():
+        raise InputError(f"{marker} names {path}, which holds no complete DCP checkpoint")
+    return Latest(step=step, path=path)
+
+
+def merged_module(modules: list[nn.Module]) -> nn.Module:
+    """One module whose parameter names are the unsplit model's, over this rank's chunks.
+
+    With one chunk that chunk is returned. With several (interleaved pipeline: chunks ``r, r + pp,
+    ...``) a container takes each chunk's children under their own names, merging child
+    ``ModuleDict`` s (``blocks``) key by key; the modules themselves are shared, not copied, so the
+    FSDP state-dict hooks on them still run.
+    """
+    if len(modules) == 1:
+        return modules[0]
+    view = nn.Module()
+    for chunk in modules:
+        _merge_children(view, chunk)
+    return view
+
+
+def _merge_children(dst: nn.Module, src: nn.Module) -> None:
+    for name, child in src.named_children():
+        have = dst._modules.get(name)
+        if have is None:
+            dst.add_module(name, nn.ModuleDict(dict(child.items())) if isinstance(child, nn.ModuleDict) else child)
+        elif isinstance(have, nn.ModuleDict) and isinstance(child, nn.ModuleDict):
+            overlap = set(have.keys()) & set(child.keys())
+            if overlap:
+                raise ValueError(f"chunks share {name}.{sorted(overlap)[0]}: cannot merge their state")
+            have.update(dict(child.items()))
+        else:
+            raise ValueError(f"two chunks both hold {name!r}: cannot merge their state")
+
+
+def _state(par: Parallelized, optimizer: torch.optim.Optimizer) -> tuple[nn.Module, dict]:
+    module = merged_module(par.modules)
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=_OPTIONS)
+    return module, {"model": model_sd, "optim": optim_sd}
+
+
+def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_dir: str | os.PathLike) -> Path:
+    """Write the model and optimizer state after ``step`` completed steps; a collective.
+
+    Every rank writes its own pieces into ``ckpt_dir/step_<step>``; after a barrier rank 0 points
+    ``ckpt_dir/latest`` at it (atomic rename). Returns the step directory.
+    """
+    root = Path(ckpt_dir)
+    path = root / step_dir_name(step)
+    if dist.get_rank() == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        if path.exists():  # left by a save that crashed before its marker: start it afresh
+            shutil.rmtree(path)
+    dist.barrier()
+    _, state = _state(par, optimizer)
+    dcp.save(state, checkpoint_id=path)
+    dist.barrier()  # every rank's files are complete before the marker moves
+    if dist.get_rank() == 0:
+        tmp = root / f".{LATEST}.tmp"
+        tmp.write_text(json.dumps({"step": step, "dir": path.name}) + "\n")
+        os.replace(tmp, root / LATEST)
+    dist.barrier()  # nobody reads the marker before it is written
+    return path
+
+
+def load(par: Parallelized, optimizer: torch.optim.Optimizer, ckpt_dir: str | os.PathLike) -> int | None:
+    """Restore the newest complete checkpoint under ``ckpt_dir`` into ``par`` and ``optimizer``.
+
+    A collective. Returns the number of steps it holds (the next step to run), or ``None`` (nothing
+    changed) when the directory has no checkpoint yet. The checkpoint may come from any layout of
+    the same model: each rank reads its own shards of its own stage.
+    """
+    latest = read_latest(ckpt_dir)
+    if latest is None:
+        return None
+    module, state = _state(par, optimizer)
+    dcp.load(state, checkpoint_id=latest.path)
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=_OPTIONS)
+    return latest.step
