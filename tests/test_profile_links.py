@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from autoplan.errors import InputError
+from autoplan.errors import AutoplanError, InputError
 from autoplan.profile.formats import COLLECTIVE_OPS, ClusterProfile
 from autoplan.profile.links import (MAX_BANDWIDTH_BYTES_PER_S, default_group_sizes, fit_alpha_beta, parse_bytes,
                                     plan_link_groups, profile_cluster)
@@ -92,6 +95,7 @@ def test_group_planning():
         plan_link_groups(["a"] * 4, [8])
 
 
+@pytest.mark.slow
 def test_profile_cluster_two_processes(tmp_path):
     prof = profile_cluster(2, memory_per_device_bytes=parse_bytes("256MiB"),
                            sizes_bytes=[4096, 16384, 65536, 262144], warmup=1, repeats=3, matmul_n=256,
@@ -117,3 +121,42 @@ def test_profile_cluster_bad_input():
         profile_cluster(2, memory_per_device_bytes=0)
     with pytest.raises(InputError, match="sizes"):
         profile_cluster(2, memory_per_device_bytes=None, sizes_bytes=[4096])
+
+
+@pytest.mark.slow
+def test_profile_cluster_times_out_instead_of_hanging():
+    # 200 rounds of an 8 MiB all-reduce cannot finish within 0.5 s: the watchdog (or gloo's own
+    # timeout) must stop the workers and say so
+    with pytest.raises(AutoplanError, match="cluster profile"):
+        profile_cluster(2, memory_per_device_bytes=None, sizes_bytes=[4096, 8 << 20], repeats=200, timeout_s=0.5)
+
+
+DISTRIBUTED_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.distributed as dist
+    from autoplan.profile.links import profile_cluster_distributed
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    # ranks 0,1 count as node "a" and 2,3 as node "b": one machine standing in for two nodes
+    profile_cluster_distributed(out_path=sys.argv[1], sizes_bytes=[4096, 65536], warmup=1, repeats=2,
+                                matmul_n=128, hostname="ab"[dist.get_rank() // 2])
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.slow
+def test_profile_cluster_distributed_two_fake_nodes(tmp_path):
+    script = tmp_path / "prof.py"
+    script.write_text(DISTRIBUTED_SCRIPT)
+    out = tmp_path / "cluster.json"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+                           str(script), str(out)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    prof = ClusterProfile.load(out)
+    assert (prof.num_nodes, prof.devices_per_node) == (2, 2)
+    assert prof.rank_hosts == ["a", "a", "b", "b"]
+    assert sorted(prof.links["intra_node"]["all_reduce"]) == [2]
+    assert sorted(prof.links["inter_node"]["all_reduce"]) == [2, 4]
+    assert set(prof.links["inter_node"]) == set(COLLECTIVE_OPS)
+    assert prof.link("all_reduce", 2, spans_nodes=True) is prof.links["inter_node"]["all_reduce"][2]

@@ -405,12 +405,12 @@ class _RankZeroResult:
     device_name: str
 
 
-def _run_all(cfg: LinkBenchConfig, device: torch.device,
-             progress: Callable[[ProgressEvent], None] | None) -> _RankZeroResult | None:
+def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[ProgressEvent], None] | None,
+             hostname: str) -> _RankZeroResult | None:
     """Every measurement, on every rank of the initialised job; the result on rank 0, else None.
-    ``progress`` is called on rank 0 after each item."""
+    ``progress`` is called on rank 0 after each item; ``hostname`` groups this rank into a node."""
     hosts: list[str | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(hosts, socket.gethostname())
+    dist.all_gather_object(hosts, hostname)
     rank_hosts = [str(h) for h in hosts]
     layout = plan_link_groups(rank_hosts, cfg.group_sizes)
     total, done = link_items(layout) + 2, [0]
@@ -475,7 +475,7 @@ def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, resu
     dist.init_process_group("gloo", store=store, rank=rank, world_size=nproc,
                             timeout=timedelta(seconds=cfg.timeout_s))
     try:
-        res = _run_all(cfg, torch.device("cpu"), events.put)
+        res = _run_all(cfg, torch.device("cpu"), events.put, socket.gethostname())
         if res is not None:
             Path(result_path).write_text(json.dumps({
                 "rank_hosts": res.rank_hosts, "layout": asdict(res.layout), "raw": res.raw.to_json(),
@@ -547,7 +547,7 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
                     pass
                 if time.monotonic() > deadline:
                     _stop(context)
-                    raise AutoplanError(f"cluster profile: no progress for {timeout_s:.0f} s after {last!r}; "
+                    raise AutoplanError(f"cluster profile: no progress for {timeout_s:g} s after {last!r}; "
                                         f"stopped the {nproc} worker processes")
         except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
             _stop(context)
@@ -578,7 +578,8 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
                                 sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
                                 group_sizes: Sequence[int] | None = None, warmup: int = 2, repeats: int = 9,
                                 matmul_n: int | None = None, name: str | None = None,
-                                progress: ProgressCallback | None = None) -> ClusterProfile | None:
+                                progress: ProgressCallback | None = None,
+                                hostname: str | None = None) -> ClusterProfile | None:
     """Measure the cluster this job runs on; call on EVERY rank after ``init_process_group``.
 
     Ranks are grouped into nodes by hostname (the same count on each); ``intra_node`` links are
@@ -586,7 +587,9 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     over the nodes (module docstring).  On NCCL each rank uses its current CUDA device (set it
     from ``LOCAL_RANK`` before calling), the memory default is the device's total memory and the
     compute rate is a bf16 matmul.  Rank 0 returns the profile (and saves it to ``out_path``);
-    the other ranks return None.  Hangs are bounded by the process group's own timeout."""
+    the other ranks return None.  Hangs are bounded by the process group's own timeout.
+    ``hostname`` (default ``socket.gethostname()``) is the node this rank counts as; giving it
+    lets one machine stand in for several nodes (tests, or containers sharing a host)."""
     if not dist.is_available() or not dist.is_initialized():
         raise InputError("profile_cluster_distributed needs an initialised torch.distributed job (torchrun)")
     use_cuda = dist.get_backend() == "nccl"
@@ -596,7 +599,7 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     cfg = LinkBenchConfig(sizes_bytes=tuple(sorted(set(int(s) for s in sizes_bytes))),
                           group_sizes=None if group_sizes is None else tuple(group_sizes), warmup=warmup,
                           repeats=repeats, matmul_n=matmul_n or (8192 if use_cuda else 1024))
-    res = _run_all(cfg, device, progress)
+    res = _run_all(cfg, device, progress, hostname or socket.gethostname())
     if res is None:
         return None
     if memory_per_device_bytes is not None:
