@@ -221,6 +221,52 @@ def estimate(
     typer.echo("  " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in pred.breakdown_s.items() if v > 0))
 
 
+@app.command()
+def validate(
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    cluster: str = typer.Option(..., "--cluster", help="a measured cluster profile JSON of this machine's processes"),
+    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    top_k: int = typer.Option(3, "--top-k", help="run the chosen layout and this many in all"),
+    all_layouts: bool = typer.Option(False, "--all", help="run every layout that fits (small worlds only)"),
+    steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),
+    warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),
+    calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
+    as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
+    optimizer: str = typer.Option("adamw", help="adamw|sgd"),
+    memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+) -> None:
+    """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
+    from autoplan.errors import InputError
+    from autoplan.plan.api import make_problem
+    from autoplan.validate import fidelity, fit_calibration, print_table, validate as do_validate
+    if steps < 1 or warmup < 0:
+        raise InputError("--steps must be >= 1 and --warmup >= 0")
+    pb = make_problem(model, cluster, global_batch, optimizer=optimizer,
+                      memory_per_device_bytes=_parse_bytes(memory_per_device))
+    if pb.cluster.source == "catalogue":
+        raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
+    say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
+    runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say)
+    if as_json:
+        typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
+    else:
+        print_table(runs)
+        if sum(r.measured is not None for r in runs) >= 2:
+            f = fidelity(runs)
+            typer.echo(f"step-time error {f.time_mape * 100:.1f}% (mean abs), rank correlation {f.rank_correlation:.2f}, "
+                       f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured, worst memory "
+                       f"under-prediction {f.worst_memory_underprediction * 100:.1f}%")
+    if calibrate:
+        from autoplan.profile.formats import ClusterProfile
+        cal = fit_calibration(runs, pb.cluster.calibration)
+        prof = ClusterProfile.load(cluster)
+        prof.calibration = cal
+        prof.save(cluster)
+        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, communication x{cal.comm_scale:.3f}, "
+                   f"+{cal.step_overhead_s * 1e3:.1f} ms per step, +{cal.memory_overhead_bytes / 2**20:.1f} MiB per device",
+                   err=as_json)
+
+
 # --------------------------------------------------------------------------------------------
 # run / demo
 # --------------------------------------------------------------------------------------------

@@ -106,3 +106,13 @@ def resolve_shape(spec: str) -> ModelShape | None:
             return None
         return ModelShape.from_dict({"name": p.stem, **d}, source=str(p))
     return None
+
+
+def shape_for_training(model_spec: str, shape: dict | None) -> ModelShape:
+    """The transformer shape a plan was made for: its recorded shape, else its model spec."""
+    if shape:
+        return ModelShape.from_dict(shape, source="plan training.shape")
+    found = resolve_shape(model_spec)
+    if found is None:
+        raise InputError(f"cannot rebuild model {model_spec!r} from the plan: it records no transformer shape")
+    return found

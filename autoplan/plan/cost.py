@@ -12,7 +12,10 @@ Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m
     pipeline = (m - 1/vp) * max_r tau_r + (1/vp) * sum_r tau_r
              = m * tau_max            (the bottleneck rank's steady state: compute, tp_comm, p2p)
                + (sum_r tau_r - tau_max) / vp                           (bubble: fill and drain)
-    step     = pipeline + max_r dp_sync_r + max_r optimizer_r
+    step     = pipeline + max_r dp_sync_r + max_r optimizer_r + overhead
+
+``overhead`` and the scale factors on compute and communication coefficients come from the
+cluster profile's calibration (``validate --calibrate``); uncalibrated they are 0 and 1.
 
 For vp = 1 this is the classic (m-1)*max + sum, i.e. the (p-1)/m bubble of GPipe/1F1B for balanced
 stages; interleaving divides the bubble by vp. Data-parallel gradient synchronisation and the
@@ -216,9 +219,11 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             opt_rate = profile.optimizer_step_s_per_param_sgd
         optimizer = opt_rate * params / s_o
         static = params * (w_b / s_w + g_b / s_g + o_b / s_o)
+        cal = cluster.calibration
         by_kind[kind_name] = LayerCost(
-            compute_s=fwd + bwd, recompute_s=recompute, tp_comm_s=tp_comm, p2p_s=p2p,
-            dp_sync_s=dp_sync, optimizer_s=optimizer, static_bytes=int(math.ceil(static)),
+            compute_s=(fwd + bwd) * cal.compute_scale, recompute_s=recompute * cal.compute_scale,
+            tp_comm_s=tp_comm * cal.comm_scale, p2p_s=p2p * cal.comm_scale,
+            dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * cal.compute_scale, static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
@@ -320,14 +325,15 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     bubble = (sum(tau) - t_max) / v
     dp_sync = max(dps)
     optimizer = max(opt)
-    step = m * t_max + bubble + dp_sync + optimizer
-    extra = transient_bytes(costs, layout)
+    overhead = cluster.calibration.step_overhead_s
+    step = m * t_max + bubble + dp_sync + optimizer + overhead
+    extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
     mem_f = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
         "compute": m * comp[rb], "recompute": m * reco[rb], "tp_comm": m * tpc[rb], "pp_p2p": m * p2p[rb],
-        "bubble": bubble, "dp_sync": dp_sync, "optimizer": optimizer,
+        "bubble": bubble, "dp_sync": dp_sync, "optimizer": optimizer, "overhead": overhead,
     }
     memory_breakdown = {
         "params_grads_optimizer": static[peak_r],

@@ -14,7 +14,7 @@ from autoplan.jsonio import check_schema, read_json, require, write_json_atomic
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
-COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer")
+COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
 
 
 @dataclass

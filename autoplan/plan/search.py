@@ -159,8 +159,8 @@ def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train:
         full = layout.with_(stages=[names])
         return full, "n/a", 0.0
     g = build_layer_graph(profile, costs)
-    res = solve_placement(g, layout, cluster.device.memory_bytes, objective=objective, time_limit_s=time_limit_s,
-                          formulation=formulation)
+    usable = cluster.device.memory_bytes - cluster.calibration.memory_overhead_bytes
+    res = solve_placement(g, layout, usable, objective=objective, time_limit_s=time_limit_s, formulation=formulation)
     if res.status == "infeasible":
         return None, "infeasible", math.inf
     return layout.with_(stages=res.stages), res.status, res.bound
@@ -197,7 +197,9 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     scored = []
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
-        scored.append((lower_bound_s(costs, lay), memory_lower_bound_bytes(costs, lay), lay, costs))
+        cal = cluster.calibration
+        scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
+                       memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs))
     if not scored:
         raise LayoutError(_why_empty(profile, cluster, train, opts))
     scored.sort(key=lambda t: t[0])

@@ -239,6 +239,24 @@ class DeviceSpec:
 
 
 @dataclass
+class Calibration:
+    """Corrections learned by ``autoplan validate --calibrate`` from measured runs on this cluster.
+
+    The cost model multiplies every compute coefficient (forward, backward, recompute, optimizer)
+    by ``compute_scale`` and every communication coefficient by ``comm_scale``, adds
+    ``step_overhead_s`` to each step (framework work per step: Python, schedules, launches) and
+    ``memory_overhead_bytes`` to each device (what the parts do not account for: allocator,
+    communication buffers, temporaries). The identity calibration changes nothing."""
+
+    compute_scale: float = 1.0
+    comm_scale: float = 1.0
+    step_overhead_s: float = 0.0
+    memory_overhead_bytes: int = 0
+    runs: int = 0
+    """how many measured layouts the figures were fitted to (0: not calibrated)"""
+
+
+@dataclass
 class ClusterProfile:
     name: str
     num_nodes: int
@@ -252,6 +270,7 @@ class ClusterProfile:
     """where each figure comes from (catalogue entries cite their datasheets)"""
     rank_hosts: list[str] = field(default_factory=list)
     """for a measured multi-node profile: the host of each rank"""
+    calibration: Calibration = field(default_factory=Calibration)
 
     @property
     def world_size(self) -> int:
@@ -298,6 +317,7 @@ class ClusterProfile:
             "links": {c: {op: {str(g): asdict(f) for g, f in sorted(fits.items())} for op, fits in ops.items()}
                       for c, ops in self.links.items()},
             "rank_hosts": self.rank_hosts,
+            "calibration": asdict(self.calibration),
             "environment": self.environment,
             "sources": self.sources,
         }
@@ -341,8 +361,22 @@ class ClusterProfile:
         return cls(name=str(d.get("name", source)), num_nodes=num_nodes, devices_per_node=per_node,
                    device=device, links=links, environment=dict(d.get("environment", {})),
                    source=str(d.get("source", "measured")), sources=dict(d.get("sources", {})),
-                   rank_hosts=list(d.get("rank_hosts", [])))
+                   rank_hosts=list(d.get("rank_hosts", [])), calibration=_calibration(d.get("calibration"), source))
 
     @classmethod
     def load(cls, path) -> "ClusterProfile":
         return cls.from_dict(read_json(path, "cluster profile"), source=str(path))
+
+
+def _calibration(d: dict | None, source: str) -> Calibration:
+    if not d:
+        return Calibration()
+    try:
+        c = Calibration(compute_scale=float(d.get("compute_scale", 1.0)), comm_scale=float(d.get("comm_scale", 1.0)),
+                        step_overhead_s=float(d.get("step_overhead_s", 0.0)),
+                        memory_overhead_bytes=int(d.get("memory_overhead_bytes", 0)), runs=int(d.get("runs", 0)))
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{source}: malformed calibration ({e})") from None
+    if c.compute_scale <= 0 or c.comm_scale <= 0 or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0:
+        raise InputError(f"{source}: calibration scales must be positive and overheads non-negative")
+    return c

@@ -1,0 +1,253 @@
+"""``autoplan validate``: run the chosen plan and alternatives, compare predicted with measured.
+
+Each layout runs for a few steps under torchrun on this machine's processes
+(:mod:`autoplan.execute.measure`: median step time after warm-up, peak tensor memory per rank).
+``--calibrate`` then fits the cost model's correction factors to the measurements and writes them
+into the cluster profile (see :func:`fit_calibration`), so the next ``solve`` predicts better.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from autoplan.errors import AutoplanError, InputError
+from autoplan.jsonio import read_json
+from autoplan.plan.api import Problem, solve_problem
+from autoplan.plan.cost import evaluate, layer_costs
+from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
+from autoplan.plan.search import SearchOptions, outer_layouts, place
+from autoplan.profile.formats import Calibration
+
+
+@dataclass
+class Measured:
+    step_time_s: float
+    peak_memory_bytes: int
+    step_times_s: list[float]
+    peak_memory_per_rank_bytes: list[int]
+
+
+@dataclass
+class Run:
+    layout: Layout
+    predicted: Prediction
+    measured: Measured | None
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        out = {"layout": self.layout.to_dict(), "predicted": self.predicted.to_dict(),
+               "measured": None if self.measured is None else {
+                   "step_time_s": self.measured.step_time_s, "peak_memory_bytes": self.measured.peak_memory_bytes,
+                   "step_times_s": self.measured.step_times_s,
+                   "peak_memory_per_rank_bytes": self.measured.peak_memory_per_rank_bytes}}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def candidate_layouts(pb: Problem, *, top_k: int | None, all_layouts: bool) -> list[tuple[Layout, Prediction]]:
+    """The chosen layout first, then the alternatives (top-k distinct), or every fitting layout."""
+    if all_layouts:
+        out = []
+        for lay in outer_layouts(pb.profile, pb.cluster, pb.train, SearchOptions()):
+            costs = layer_costs(pb.profile, pb.cluster, lay, pb.train)
+            placed, _, _ = place(pb.profile, pb.cluster, lay, pb.train, costs)
+            if placed is None:
+                continue
+            pred = evaluate(pb.profile, pb.cluster, placed, pb.train, costs)
+            if pred.fits:
+                out.append((placed, pred))
+        out.sort(key=lambda t: t[1].step_time_s)
+        return out
+    plan = solve_problem(pb, SearchOptions(top_k=max(top_k or 1, 1) + 4))
+    seen, out = set(), []
+    for lay, pred in [(plan.layout, plan.predicted)] + [(a.layout, a.predicted) for a in plan.alternatives]:
+        key = (lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.zero, lay.recompute, lay.schedule)
+        if pred.fits and lay.stages and key not in seen:
+            seen.add(key)
+            out.append((lay, pred))
+    return out[: top_k or 1]
+
+
+def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps: int, warmup: int,
+                   workdir: Path, timeout_s: float = 900) -> Measured:
+    """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
+    from autoplan.execute import measure
+    from autoplan.execute.launch import torchrun_command
+    from autoplan.plan.api import _training_spec
+    plan = Plan(layout=layout, predicted=predicted, solver=SolverInfo("n/a", 0.0, 0.0, 0.0),
+                training=_training_spec(pb, layout.world_size))
+    if plan.training.shape is None:
+        raise InputError("validate needs a transformer shape in the model profile to rebuild the model")
+    plan_path = workdir / "plan.json"
+    out_path = workdir / "measured.json"
+    plan.save(plan_path)
+    if out_path.exists():
+        out_path.unlink()
+    cmd = torchrun_command(plan_path, measure.__file__,
+                           ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0 or not out_path.exists():
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip().startswith("error:")]
+        raise AutoplanError(lines[0] if lines else f"measuring {layout.short()} failed (exit {proc.returncode})")
+    d = read_json(out_path, "measurement")
+    return Measured(step_time_s=float(d["median_step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),
+                    step_times_s=[float(x) for x in d["step_times_s"]],
+                    peak_memory_per_rank_bytes=[int(x) for x in d["peak_memory_per_rank_bytes"]])
+
+
+def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = 4, warmup: int = 2,
+             progress: Callable[[str], None] | None = None) -> list[Run]:
+    """Predicted against measured for the chosen layout and alternatives (chosen is runs[0])."""
+    if pb.cluster.world_size > 64:
+        raise InputError(f"validate runs every layout on this machine; {pb.cluster.world_size} processes is too many")
+    cands = candidate_layouts(pb, top_k=top_k, all_layouts=all_layouts)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="autoplan-validate-") as tmp:
+        for i, (lay, pred) in enumerate(cands):
+            if progress:
+                progress(f"[{i + 1}/{len(cands)}] {lay.short()}")
+            try:
+                m = measure_layout(pb, lay, pred, steps=steps, warmup=warmup, workdir=Path(tmp))
+                runs.append(Run(lay, pred, m))
+            except (AutoplanError, subprocess.TimeoutExpired) as e:
+                runs.append(Run(lay, pred, None, error=str(e).splitlines()[0]))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# fidelity figures and calibration
+# --------------------------------------------------------------------------------------------
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman rank correlation (average ranks for ties)."""
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2.0
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return num / den if den else 0.0
+
+
+@dataclass
+class Fidelity:
+    runs: int
+    time_mape: float
+    """mean absolute percentage error of step time"""
+    rank_correlation: float
+    chosen_vs_fastest: float
+    """measured time of the chosen layout over the fastest measured, minus 1"""
+    worst_memory_underprediction: float
+    """max over runs of (measured - predicted) / measured, 0 if never under-predicted"""
+
+
+def fidelity(runs: list[Run]) -> Fidelity:
+    ok = [r for r in runs if r.measured is not None]
+    if not ok:
+        raise InputError("no layout could be measured")
+    pt = [r.predicted.step_time_s for r in ok]
+    mt = [r.measured.step_time_s for r in ok]
+    mape = statistics.fmean(abs(p - m) / m for p, m in zip(pt, mt))
+    chosen = runs[0].measured.step_time_s if runs[0].measured else math.inf
+    under = max(max(0.0, (r.measured.peak_memory_bytes - r.predicted.peak_memory_bytes) / r.measured.peak_memory_bytes)
+                for r in ok)
+    return Fidelity(runs=len(ok), time_mape=mape, rank_correlation=spearman(pt, mt) if len(ok) > 1 else 1.0,
+                    chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under)
+
+
+def fit_calibration(runs: list[Run], current: Calibration) -> Calibration:
+    """Least-squares fit of measured step time against the predicted terms::
+
+        measured ≈ compute_scale * (compute + recompute) + comm_scale * (tp_comm + pp_p2p + dp_sync)
+                   + compute_scale * bubble + step_overhead_s
+
+    (the bubble is idle compute time, so it scales with compute), starting from the current
+    calibration's terms; and memory: the per-device overhead that makes no run under-predicted."""
+    ok = [r for r in runs if r.measured is not None]
+    if len(ok) < 3:
+        raise InputError(f"calibration needs at least 3 measured layouts, got {len(ok)}")
+    rows, ys = [], []
+    for r in ok:
+        b = r.predicted.breakdown_s
+        comp = b.get("compute", 0) + b.get("recompute", 0) + b.get("bubble", 0) + b.get("optimizer", 0)
+        comm = b.get("tp_comm", 0) + b.get("pp_p2p", 0) + b.get("dp_sync", 0)
+        # undo the current calibration so the fit is against the raw terms
+        rows.append((comp / current.compute_scale, comm / current.comm_scale, 1.0))
+        ys.append(r.measured.step_time_s)
+    a, c, o = _nnls3(rows, ys)
+    mem_gap = max(r.measured.peak_memory_bytes - (r.predicted.peak_memory_bytes - current.memory_overhead_bytes)
+                  for r in ok)
+    return replace(current, compute_scale=a, comm_scale=c, step_overhead_s=o,
+                   memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
+
+
+def _nnls3(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[float, float, float]:
+    """Non-negative least squares in 3 unknowns by trying every active set (exact, tiny)."""
+    import itertools
+    best, best_err = (1.0, 1.0, 0.0), math.inf
+    for mask in itertools.product((0, 1), repeat=3):
+        idx = [i for i in range(3) if mask[i]]
+        if not idx:
+            continue
+        # normal equations on the active columns
+        A = [[sum(r[i] * r[j] for r in rows) for j in idx] for i in idx]
+        bvec = [sum(r[i] * y for r, y in zip(rows, ys)) for i in idx]
+        sol = _solve(A, bvec)
+        if sol is None or any(x < 0 for x in sol):
+            continue
+        x = [0.0, 0.0, 0.0]
+        for i, v in zip(idx, sol):
+            x[i] = v
+        err = sum((sum(x[i] * r[i] for i in range(3)) - y) ** 2 for r, y in zip(rows, ys))
+        if err < best_err:
+            best, best_err = tuple(x), err
+    a, c, o = best
+    return (a or 1.0, c or 1.0, o)
+
+
+def _solve(A: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None if singular."""
+    n = len(b)
+    M = [row[:] + [bb] for row, bb in zip(A, b)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(M[r][col]))
+        if abs(M[piv][col]) < 1e-300:
+            return None
+        M[col], M[piv] = M[piv], M[col]
+        for r in range(n):
+            if r != col:
+                f = M[r][col] / M[col][col]
+                for k in range(col, n + 1):
+                    M[r][k] -= f * M[col][k]
+    return [M[i][n] / M[i][i] for i in range(n)]
+
+
+def print_table(runs: list[Run], out=sys.stdout) -> None:
+    print(f"{'':2}{'layout':<58} {'pred_s':>8} {'meas_s':>8} {'err':>7} {'pred_MiB':>9} {'meas_MiB':>9}", file=out)
+    for i, r in enumerate(runs):
+        mark = "*" if i == 0 else " "
+        if r.measured is None:
+            print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f}  failed: {r.error}", file=out)
+            continue
+        err = (r.predicted.step_time_s - r.measured.step_time_s) / r.measured.step_time_s
+        print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f} {r.measured.step_time_s:>8.3f} "
+              f"{err * 100:>+6.1f}% {r.predicted.peak_memory_bytes / 2**20:>9.1f} "
+              f"{r.measured.peak_memory_bytes / 2**20:>9.1f}", file=out)
