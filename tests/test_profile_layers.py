@@ -97,3 +97,12 @@ def test_bad_input():
         profile_model("gpt-tiny", mbs_list=(0,))
     with pytest.raises(InputError, match="precision"):
         profile_model("gpt-tiny", precision="fp8")
+
+
+def test_shape_json_spec(tmp_path):
+    spec = tmp_path / "mini.json"
+    spec.write_text('{"layers": 2, "hidden": 32, "heads": 2, "kv_heads": 1, "ffn_hidden": 64, "vocab": 50, "seq_len": 8}')
+    prof = profile_model(str(spec), mbs_list=(1,), warmup=0, repeats=1, optimizer_min_params=1000)
+    assert prof.layer_names() == ["embed", "block.0", "block.1", "head"]
+    assert prof.shape["kv_heads"] == 1 and prof.seq_len == 8
+    assert prof.kinds["block"].param_count == 2 * 32 * 32 + 2 * 32 * 16 + 2 * 32 * 64 + 2 * 32

@@ -67,7 +67,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from autoplan.errors import AutoplanError, InputError
-from autoplan.profile.formats import COLLECTIVE_OPS, ClusterProfile, DeviceSpec, LinkFit
+from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
 from autoplan.profile.layers import ProgressCallback, ProgressEvent, device_name
 
 DEFAULT_SIZES_BYTES: tuple[int, ...] = tuple(4096 * 2 ** i for i in range(12))   # 4 KiB .. 8 MiB
