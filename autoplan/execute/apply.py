@@ -23,6 +23,11 @@ Order of application:
    ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
 
+Precision (the plan's ``training.precision``): ``fp32``, or mixed ``bf16`` / ``fp16`` with fp32
+weights, gradients and optimizer state. Where the layout uses ``fully_shard`` that is FSDP2's
+``MixedPrecisionPolicy`` (compute in the 16-bit type, gradient reduction in fp32); elsewhere (DDP,
+or no DP) :meth:`Parallelized.step` runs under ``torch.autocast``. fp16 gets no loss scaling here.
+
 Loss and gradients: the loss is the mean token cross-entropy over the whole global batch
 (``dp * mbs * num_microbatches`` rows). Each micro-batch loss is a mean over its tokens; micro-batches
 are averaged (``1 / num_microbatches`` on each backward, or the schedule's ``scale_grads``) and DP
@@ -43,7 +48,7 @@ from torch.distributed.tensor import DTensor
 
 from autoplan.errors import InputError, LaunchError, LayoutError
 from autoplan.execute.data import dp_slice
-from autoplan.execute.dp import apply_dp, set_gradient_sync
+from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
 from autoplan.execute.recompute import apply_recompute, canonical_name
@@ -52,6 +57,9 @@ from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE
 from autoplan.plan.plan import Layout, Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+"""training precision -> the 16-bit compute dtype of mixed precision (``None``: plain fp32)"""
 
 
 def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -75,6 +83,8 @@ class Parallelized:
     """the pipeline schedule; ``None`` without PP"""
     stage_ids: list[int] = field(default_factory=list)
     """global chunk index of each of :attr:`modules`"""
+    autocast_dtype: torch.dtype | None = None
+    """16-bit dtype :meth:`step` runs under ``torch.autocast``; ``None`` when fp32 or FSDP2 mixed precision"""
 
     # -- where this rank sits ------------------------------------------------------------------
     @property
@@ -133,6 +143,15 @@ class Parallelized:
                 raise InputError(f"step: {name} must be [mbs*num_microbatches={self.rows_per_rank}, seq], "
                                  f"got {list(t.shape)}")
         tokens, labels = tokens.to(self.device), labels.to(self.device)
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            loss_sum = self._forward_backward(tokens, labels)
+        # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
+        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+
+    def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Run the step's micro-batches; this rank's sum of micro-batch mean losses (0 off the last stage)."""
+        n = self.layout.num_microbatches
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         if self.schedule is None:
             runner = self.runners[0]
@@ -149,9 +168,7 @@ class Parallelized:
             self.schedule.step(*args, target=target, losses=losses)
             for loss in losses:
                 loss_sum += loss.detach()
-        # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
-        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
-        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+        return loss_sum
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:
@@ -177,8 +194,10 @@ def default_device() -> torch.device:
 
 
 def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], heads: int | None = None,
-                 kv_heads: int | None = None, ffn_hidden: int | None = None) -> None:
+                 kv_heads: int | None = None, ffn_hidden: int | None = None, precision: str = "fp32") -> None:
     """Refuse a layout that does not match this launch or model; runs no collective."""
+    if precision not in PRECISIONS:
+        raise LayoutError(f"training precision must be one of {'|'.join(PRECISIONS)}, got {precision!r}")
     if layout.world_size != world_size:
         raise LaunchError(f"plan needs dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.world_size} "
                           f"processes but the launch has world size {world_size}")
@@ -199,20 +218,24 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
 
 
 def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torch.device | None = None,
-                loss_fn: LossFn | None = None) -> Parallelized:
+                loss_fn: LossFn | None = None, precision: str | None = None) -> Parallelized:
     """Lay out ``model`` (a :class:`~autoplan.models.transformer.Transformer`, unchanged) per the plan.
 
     Raises :class:`LaunchError` / :class:`LayoutError` before any collective when the plan does not
     fit the launch or the model. ``loss_fn(logits [b, s, vocab], labels [b, s]) -> scalar mean``
-    defaults to :func:`token_cross_entropy`.
+    defaults to :func:`token_cross_entropy`. ``precision`` (``fp32|bf16|fp16``) defaults to the
+    plan's ``training.precision``, and to fp32 for a bare layout.
     """
     layout = plan_or_layout.layout if isinstance(plan_or_layout, Plan) else plan_or_layout
+    if precision is None:
+        precision = plan_or_layout.training.precision if isinstance(plan_or_layout, Plan) else "fp32"
     if not dist.is_initialized():
         raise LaunchError("parallelize needs an initialised process group: run under torchrun")
     shape = getattr(model, "shape", None)
     check_launch(layout, world_size=dist.get_world_size(), unit_names=model.unit_names(),
                  heads=getattr(shape, "heads", None), kv_heads=getattr(shape, "kv_heads", None),
-                 ffn_hidden=getattr(shape, "ffn_hidden", None))
+                 ffn_hidden=getattr(shape, "ffn_hidden", None), precision=precision)
+    low = PRECISIONS[precision]
     device = device if device is not None else default_device()
     loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
 
@@ -225,6 +248,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         chunks = split_model(model, [model.unit_names()], ids)
 
     runners = []
+    fsdp = mesh.dp_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
     for chunk in chunks:
         chunk.to(device)
         if mesh.tp_enabled:
@@ -234,7 +258,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
             apply_recompute(chunk.blocks, mode=layout.recompute)
         if mesh.dp_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
-                                    pipelined=mesh.pp_enabled).runner)
+                                    pipelined=mesh.pp_enabled, param_dtype=low).runner)
         else:
             runners.append(chunk)
 
@@ -244,4 +268,4 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                                   n_microbatches=layout.num_microbatches, loss_fn=loss_fn, device=device,
                                   group=mesh.group("pp"))
     return Parallelized(modules=chunks, runners=runners, mesh=mesh, layout=layout, loss_fn=loss_fn,
-                        device=device, schedule=schedule, stage_ids=ids)
+                        device=device, schedule=schedule, stage_ids=ids, autocast_dtype=None if fsdp else low)

@@ -14,15 +14,21 @@ zero        wrapper                 what is sharded over dp
 
 ``fully_shard`` is applied per block, then to the stage root. Both wrappers average gradients
 over ``dp``: with every rank's loss a mean over its own rows, that is the mean over the batch.
+
+Mixed precision (``param_dtype`` bf16/fp16) under ``fully_shard`` is FSDP2's own
+``MixedPrecisionPolicy``: parameters are all-gathered and computed in ``param_dtype``, gradients
+reduced in fp32 into the fp32 sharded parameters the optimizer steps. Under DDP the caller uses
+``torch.autocast`` instead (:mod:`autoplan.execute.apply`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 import torch.nn as nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 
@@ -41,15 +47,19 @@ def use_ddp(*, zero: int, tp: int, pipelined: bool) -> bool:
 
 
 def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, zero: int, tp: int,
-             pipelined: bool) -> DPWrapped:
-    """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``."""
+             pipelined: bool, param_dtype: torch.dtype | None = None) -> DPWrapped:
+    """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``.
+
+    ``param_dtype`` (bf16/fp16; ``None`` for fp32) sets FSDP2 mixed precision; DDP ignores it.
+    """
     if use_ddp(zero=zero, tp=tp, pipelined=pipelined):
         ddp = DistributedDataParallel(module, process_group=dp_mesh.get_group(), device_ids=None)
         return DPWrapped(module=module, runner=ddp)
     reshard = zero == 3
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None)
     for block in blocks.values():
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard)
-    fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard)
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp)
+    fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp)
     return DPWrapped(module=module, runner=module)
 
 
