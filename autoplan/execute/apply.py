@@ -53,7 +53,7 @@ from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
 from autoplan.execute.recompute import apply_recompute, canonical_name
 from autoplan.execute.tp import apply_tp
-from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE
+from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -247,13 +247,14 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         ids = [0]
         chunks = split_model(model, [model.unit_names()], ids)
 
+    tp_plan = getattr(model, "tp_plan", None) or REFERENCE_TP_PLAN   # the model's own, if it has one
     runners = []
     fsdp = mesh.dp_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
     for chunk in chunks:
         chunk.to(device)
         if mesh.tp_enabled:
-            apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=TP_COLWISE, rowwise=TP_ROWWISE,
-                     sequence_parallel=bool(layout.sp))
+            apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=tp_plan.colwise, rowwise=tp_plan.rowwise,
+                     sequence_parallel=bool(layout.sp), sp_norms=tp_plan.sp_norms, sp_gather=tp_plan.sp_gather)
         if layout.recompute != "none":
             apply_recompute(chunk.blocks, mode=layout.recompute)
         if mesh.dp_enabled:

@@ -54,12 +54,14 @@ def block_plan(colwise: Sequence[str], rowwise: Sequence[str], *, sequence_paral
 
 
 def apply_tp(blocks: Sequence[nn.Module], tp_mesh: DeviceMesh, *, colwise: Sequence[str],
-             rowwise: Sequence[str], sequence_parallel: bool) -> None:
+             rowwise: Sequence[str], sequence_parallel: bool, sp_norms: Sequence[str] = SP_NORMS,
+             sp_gather: Sequence[str] = SP_GATHER) -> None:
     """Shard ``blocks`` (consecutive blocks of one pipeline chunk, in order) in place over ``tp_mesh``.
 
     Input and output of the run of blocks stay full replicated tensors ``[b, s, h]``.
     """
-    plan = block_plan(colwise, rowwise, sequence_parallel=sequence_parallel)
+    plan = block_plan(colwise, rowwise, sequence_parallel=sequence_parallel, sp_norms=sp_norms,
+                      sp_gather=sp_gather)
     for block in blocks:
         parallelize_module(block, tp_mesh, plan)
     if sequence_parallel and blocks:

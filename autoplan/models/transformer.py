@@ -19,6 +19,7 @@ Run::
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -88,6 +89,8 @@ class Head(nn.Module):
 class Transformer(nn.Module):
     """Decoder-only transformer whose pipeline units are ``embed``, ``block.i``, ``head``."""
 
+    tp_plan = None  # set below: REFERENCE_TP_PLAN (defined after the modules)
+
     def __init__(self, shape: ModelShape):
         super().__init__()
         self.shape = shape
@@ -155,7 +158,30 @@ TP_COLWISE = ("attn.wq", "attn.wk", "attn.wv", "mlp.w1")
 TP_ROWWISE = ("attn.wo", "mlp.w2")
 
 
+@dataclass(frozen=True)
+class TensorParallelPlan:
+    """Which submodules of a block tensor parallel splits, by name relative to the block.
+
+    A model exposes it as ``model.tp_plan``; the executor applies it to every block."""
+
+    colwise: tuple[str, ...]
+    """linears whose output features are split (and so the attention heads)"""
+    rowwise: tuple[str, ...]
+    """linears whose input features are split; their output is all-reduced (reduce-scattered with SP)"""
+    sp_norms: tuple[str, ...] = ()
+    """norms that run on a sequence slice under sequence parallel"""
+    sp_gather: tuple[str, ...] = ()
+    """sublayers whose input is all-gathered to the full sequence under sequence parallel"""
+
+
+REFERENCE_TP_PLAN = TensorParallelPlan(colwise=TP_COLWISE, rowwise=TP_ROWWISE,
+                                       sp_norms=("attn_norm", "mlp_norm"), sp_gather=("attn", "mlp"))
+
+
 def tp_degrees_allowed(shape: ModelShape) -> list[int]:
     """TP degrees that divide heads, KV heads and the MLP width."""
     return [t for t in range(1, shape.heads + 1)
             if shape.heads % t == 0 and shape.kv_heads % t == 0 and shape.ffn_hidden % t == 0]
+
+
+Transformer.tp_plan = REFERENCE_TP_PLAN

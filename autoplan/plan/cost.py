@@ -131,14 +131,12 @@ def spans_nodes(dp: int, tp: int, pp: int, devices_per_node: int, num_nodes: int
 
 
 def collective_s(cluster: ClusterProfile, op: str, full_bytes: float, group: int, cross: bool) -> float:
-    """Time of one collective whose full (unsharded) buffer is ``full_bytes``.
-
-    Cluster profiles fit each op against the bytes each rank passes in: the whole tensor for
-    all-reduce and reduce-scatter, the local shard (full/g) for all-gather."""
+    """Time of one collective whose full (unsharded) buffer is ``full_bytes``: the tensor for
+    all-reduce, the gathered output for all-gather, the input for reduce-scatter (the size
+    convention of the cluster profile's fits)."""
     if group <= 1 or full_bytes <= 0:
         return 0.0
-    n = full_bytes / group if op == "all_gather" else full_bytes
-    return cluster.collective_time_s(op, n, group, cross)
+    return cluster.collective_time_s(op, full_bytes, group, cross)
 
 
 # --------------------------------------------------------------------------------------------

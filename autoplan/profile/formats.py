@@ -19,9 +19,9 @@ Cluster profile (``kind: cluster_profile``)::
     device       {"type", "memory_bytes", "compute_flops_per_s"}
     links        {"intra_node" | "inter_node": {op: {group_size: {"latency_s", "bandwidth_bytes_per_s"}}}}
 
-A collective of ``n`` bytes (the size of the tensor each rank passes in) on ``g`` ranks is
-predicted to take ``latency_s + n / bandwidth_bytes_per_s`` (alpha-beta, fitted per op and group
-size).  ``op`` is one of ``all_reduce, all_gather, reduce_scatter, send_recv``.
+A collective of ``n`` bytes on ``g`` ranks is predicted to take ``latency_s + n / bandwidth_bytes_per_s``
+(alpha-beta, fitted per op and group size). ``n`` is the full buffer: the tensor of an all-reduce,
+the gathered output of an all-gather, the input of a reduce-scatter, the message of a send/recv.  ``op`` is one of ``all_reduce, all_gather, reduce_scatter, send_recv``.
 """
 
 from __future__ import annotations
