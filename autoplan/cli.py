@@ -108,24 +108,46 @@ def profile_model_cmd(
 
 @profile_app.command("cluster")
 def profile_cluster_cmd(
-    nproc: int = typer.Option(..., "--nproc", help="local processes (devices) to measure"),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="local processes (devices) to measure; leave it out "
+                                                               "under torchrun to measure the job's nodes"),
     out: Path = typer.Option(..., "--out", help="where to write the cluster profile JSON"),
     memory_per_device: Optional[str] = typer.Option(None, help="memory budget per device, e.g. 512MiB (CPU)"),
     max_size: str = typer.Option("4MiB", help="largest message size measured"),
     repeats: int = typer.Option(5, help="timed repeats per size (median kept)"),
 ) -> None:
-    """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth."""
-    from autoplan.profile.links import profile_cluster
+    """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth.
+
+    Across nodes, run it under torchrun on every node (rank 0 writes OUT):
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT
+    -m autoplan.cli profile cluster --out cluster.json"""
+    import os
+
+    from autoplan.errors import InputError
+    from autoplan.profile.links import profile_cluster, profile_cluster_in_job
     mem = _parse_bytes(memory_per_device)
-    with _progress("profiling links") as update:
-        cl = profile_cluster(nproc, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
-                             repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
+    if nproc is None:
+        if "RANK" not in os.environ:
+            raise InputError("profile cluster needs --nproc N (local processes), or to run under torchrun")
+        in_job = profile_cluster_in_job(out_path=out, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
+                                        repeats=repeats)
+        if in_job is None:      # not rank 0: rank 0 writes and reports
+            return
+        cl = in_job
+    else:
+        with _progress("profiling links") as update:
+            cl = profile_cluster(nproc, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
+                                 repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
     cl.save(out)
     ar = cl.links["intra_node"].get("all_reduce", {})
     line = f"wrote {out}: {cl.world_size} devices, {cl.device.memory_bytes / 2**20:.0f} MiB each"
     if ar:
         g = max(ar)
         line += f"; all_reduce on {g}: {ar[g].latency_s * 1e6:.1f} us + n / {ar[g].bandwidth_bytes_per_s / 1e9:.2f} GB/s"
+    inter = cl.links.get("inter_node", {}).get("all_reduce", {})
+    if inter:
+        g = max(inter)
+        line += (f"; {cl.num_nodes} nodes x {cl.devices_per_node}, inter-node all_reduce on {g}: "
+                 f"{inter[g].latency_s * 1e6:.1f} us + n / {inter[g].bandwidth_bytes_per_s / 1e9:.3f} GB/s")
     typer.echo(line)
 
 

@@ -573,6 +573,30 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
 # inside torchrun (one node or many)
 # --------------------------------------------------------------------------------------------
 
+def node_labels(hosts: Sequence[str], group_ranks: Sequence[str | None]) -> list[str]:
+    """The node each rank counts as, from every rank's hostname and torchrun ``GROUP_RANK``.
+
+    Under torchrun an agent is a node (``--nnodes``), and ``GROUP_RANK`` is its index.  When the
+    hostnames already tell the agents apart (a real cluster: one agent per host) the labels are
+    the hostnames; when several agents share a hostname (network namespaces or containers on one
+    machine, two agents on one host) the label is ``"host/node<GROUP_RANK>"``.  Without
+    ``GROUP_RANK`` on every rank (not under torchrun) the hostnames are used as they are.
+
+    >>> node_labels(["h", "h", "h", "h"], ["0", "0", "1", "1"])
+    ['h/node0', 'h/node0', 'h/node1', 'h/node1']
+    """
+    if len(hosts) != len(group_ranks):
+        raise InputError(f"node_labels: {len(hosts)} hostnames but {len(group_ranks)} group ranks")
+    if any(g is None for g in group_ranks):
+        return list(hosts)
+    agents_per_host: dict[str, set[str | None]] = {}
+    for h, g in zip(hosts, group_ranks):
+        agents_per_host.setdefault(h, set()).add(g)
+    if all(len(gs) == 1 for gs in agents_per_host.values()):
+        return list(hosts)
+    return [f"{h}/node{g}" for h, g in zip(hosts, group_ranks)]
+
+
 def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
                                 memory_per_device_bytes: int | None = None,
                                 sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
@@ -582,14 +606,16 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
                                 hostname: str | None = None) -> ClusterProfile | None:
     """Measure the cluster this job runs on; call on EVERY rank after ``init_process_group``.
 
-    Ranks are grouped into nodes by hostname (the same count on each); ``intra_node`` links are
+    Ranks are grouped into nodes by hostname, told apart by torchrun's ``GROUP_RANK`` where
+    several agents share a hostname (:func:`node_labels`; the same count on each); ``intra_node`` links are
     measured inside the first node and, with several hosts, ``inter_node`` links on groups spread
     over the nodes (module docstring).  On NCCL each rank uses its current CUDA device (set it
     from ``LOCAL_RANK`` before calling), the memory default is the device's total memory and the
     compute rate is a bf16 matmul.  Rank 0 returns the profile (and saves it to ``out_path``);
     the other ranks return None.  Hangs are bounded by the process group's own timeout.
-    ``hostname`` (default ``socket.gethostname()``) is the node this rank counts as; giving it
-    lets one machine stand in for several nodes (tests, or containers sharing a host)."""
+    ``hostname`` (default: :func:`node_labels` of the hostnames and ``GROUP_RANK``) is the node
+    this rank counts as; giving it lets one machine stand in for several nodes without torchrun
+    agents per node (tests)."""
     if not dist.is_available() or not dist.is_initialized():
         raise InputError("profile_cluster_distributed needs an initialised torch.distributed job (torchrun)")
     use_cuda = dist.get_backend() == "nccl"
@@ -599,7 +625,14 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     cfg = LinkBenchConfig(sizes_bytes=tuple(sorted(set(int(s) for s in sizes_bytes))),
                           group_sizes=None if group_sizes is None else tuple(group_sizes), warmup=warmup,
                           repeats=repeats, matmul_n=matmul_n or (8192 if use_cuda else 1024))
-    res = _run_all(cfg, device, progress, hostname or socket.gethostname())
+    if hostname is None:
+        mine = (socket.gethostname(), os.environ.get("GROUP_RANK"))
+        everyone: list[tuple[str, str | None] | None] = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+        labels = node_labels([str(e[0]) for e in everyone if e is not None],
+                             [e[1] for e in everyone if e is not None])
+        hostname = labels[dist.get_rank()]
+    res = _run_all(cfg, device, progress, hostname)
     if res is None:
         return None
     if memory_per_device_bytes is not None:
@@ -617,3 +650,39 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     if out_path is not None:
         profile.save(out_path)
     return profile
+
+
+def profile_cluster_in_job(*, out_path: str | os.PathLike, memory_per_device_bytes: int | None = None,
+                           max_size_bytes: int | None = None, repeats: int = 9, warmup: int = 2,
+                           timeout_s: float = 120.0, progress: ProgressCallback | None = None) -> ClusterProfile | None:
+    """Join the torchrun job this process is a worker of, measure it, leave; every rank calls this.
+
+    The entry point of ``autoplan profile cluster`` under torchrun (one agent per node, c10d
+    rendezvous)::
+
+        torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \
+            -m autoplan.cli profile cluster --out cluster.json
+
+    The backend is NCCL when CUDA is available (each rank on device ``LOCAL_RANK``), else gloo
+    with one intra-op thread per process; ``timeout_s`` bounds every collective.  Rank 0 writes
+    ``out_path`` and returns the profile; the other ranks return None."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise InputError("profile_cluster_in_job runs inside torchrun (RANK and WORLD_SIZE are not set)")
+    if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
+        raise InputError(f"memory per device must be positive, got {memory_per_device_bytes}")
+    sizes = sorted(s for s in DEFAULT_SIZES_BYTES if max_size_bytes is None or s <= max_size_bytes)
+    if len(sizes) < 2:
+        raise InputError(f"max size {max_size_bytes} leaves fewer than two message sizes "
+                         f"(the smallest are {DEFAULT_SIZES_BYTES[0]} and {DEFAULT_SIZES_BYTES[1]} bytes)")
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s))
+    try:
+        return profile_cluster_distributed(out_path=out_path, memory_per_device_bytes=memory_per_device_bytes,
+                                           sizes_bytes=sizes, warmup=warmup, repeats=repeats, progress=progress)
+    finally:
+        dist.destroy_process_group()
+
