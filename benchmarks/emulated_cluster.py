@@ -405,6 +405,8 @@ def compare_one(shape: LinkShape, cfg: CompareConfig, model_profile: Path, workd
             alt.save(workdir / "plan_alternative.json")
             runs.append((f"alternative ({runner_up.family})", runner_up.layout, runner_up.predicted,
                          workdir / "plan_alternative.json"))
+        for name, lay, pred, _ in runs:
+            _say(f"   {name}: {lay.short()}, predicted {pred.step_time_s:.3f} s")
         results = []
         for name, lay, pred, path in runs:
             out = workdir / f"measured_{path.stem}.json"
