@@ -144,31 +144,46 @@ class Parallelized:
                                  f"got {list(t.shape)}")
         tokens, labels = tokens.to(self.device), labels.to(self.device)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            loss_sum = self._forward_backward(tokens, labels)
+            loss_sum, reduced = self._forward_backward(tokens, labels)
         # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
-        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        if reduced is None:
+            dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        else:
+            reduced.wait()
         return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
 
-    def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Run the step's micro-batches; this rank's sum of micro-batch mean losses (0 off the last stage)."""
+    def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor
+                          ) -> tuple[torch.Tensor, dist.Work | None]:
+        """Run the step's micro-batches: ``(this rank's sum of micro-batch mean losses, its all-reduce)``.
+
+        Without PP the sum is complete after the last forward, so its all-reduce over the world is
+        started then (``async_op``) and runs during the last backward; the caller waits on the
+        returned work. Under PP the sum (0 off the last stage) comes back with ``None``, unreduced.
+        """
         n = self.layout.num_microbatches
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         if self.schedule is None:
             runner = self.runners[0]
+            reduced = None
             for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
                 if n > 1:
                     set_gradient_sync(runner, i == n - 1)
                 loss = self.loss_fn(runner(t), y)
-                (loss / n).backward()
                 loss_sum += loss.detach()
+                if i == n - 1:
+                    reduced = dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
+                (loss / n).backward()
+            return loss_sum, reduced
         else:
             losses: list[torch.Tensor] = []
             args = (tokens,) if self.is_first_stage else ()
             target = labels if self.is_last_stage else None
-            self.schedule.step(*args, target=target, losses=losses)
+            # return_outputs=False: the last stage does not keep every micro-batch's logits
+            # until the step ends (only the losses are needed)
+            self.schedule.step(*args, target=target, losses=losses, return_outputs=False)
             for loss in losses:
                 loss_sum += loss.detach()
-        return loss_sum
+        return loss_sum, None
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:

@@ -50,6 +50,9 @@ def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str,
         if seq_len is not None and seq_len != prof.seq_len:
             raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {p} was measured at")
         return prof
+    from autoplan.models.registry import is_unit_model_spec, unit_model_profile
+    if is_unit_model_spec(spec):   # hf:NAME or path/file.py:factory: built and measured (or analytic hf:)
+        return unit_model_profile(spec, cluster, precision=precision, seq_len=seq_len, progress=progress)
     shape = resolve_shape(spec)
     if shape is None:
         if p.suffix == ".json" and not p.exists():

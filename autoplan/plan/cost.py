@@ -22,14 +22,27 @@ stages; interleaving divides the bubble by vp. Data-parallel gradient synchronis
 optimizer step are counted as exposed (not overlapped with backward): a conservative model that
 calibration (``validate --calibrate``) can correct.
 
-Memory (bytes) of a device of pipeline rank r::
+Memory (bytes) of a device of pipeline rank r, following what the executor runs
+(:mod:`autoplan.execute.dp`: DDP for ZeRO-0 without TP or PP, FSDP2 ``fully_shard`` otherwise),
+with P_l the parameters of layer l on one device (divided by tp for tensor-parallel layers) and
+w, g, o the weight, gradient and optimizer-state bytes per parameter::
 
-    static   = sum_l params_l * (weight_b / s_w + grad_b / s_g + optim_b / s_o)
-               with s_o = dp if zero>=1, s_g = dp if zero>=2, s_w = dp if zero==3, else 1,
-               and params_l divided by tp for tensor-parallel layers
+    static_l = P_l * (w + g + o)                                        dp = 1
+             = P_l * (w + 2g + o)                 DDP: gradients are copied into its buckets
+             = P_l * ((w + g + o)/dp              FSDP: sharded parameters, gradients, state
+                      + w [zero < 3]              the gathered weights, kept from forward to backward
+                      + g [m > 1])                unsharded gradients accumulated over micro-batches
     acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
     inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B) | min(m, pp-r)*(1+(pp-1)/(pp*vp)) (interleaved)
-    buffers  = boundary tensors received and sent + ZeRO-3 gather buffer + full-recompute workspace
+    buffers  = boundary tensors received and sent (the executor asks the schedule not to keep the
+               last stage's outputs: ``step(..., return_outputs=False)``)
+    workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
+               gradient before its reduce-scatter; full recompute: one layer's activations; and the
+               gradient of the largest layer output (the logits) during backward
+
+FSDP traffic per step: ZeRO 0-2 all-gather the weights once and reduce-scatter the gradients once;
+ZeRO-3 re-gathers for every micro-batch's forward and backward (2*m all-gathers). DDP all-reduces
+the gradients once (no sync while accumulating).
 """
 
 from __future__ import annotations
@@ -163,9 +176,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     dp, tp, pp, mbs = layout.dp, layout.tp, layout.pp, layout.mbs
     tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
     w_b, g_b, o_b = train.state_bytes_per_param()
-    s_w = dp if layout.zero >= 3 else 1
-    s_g = dp if layout.zero >= 2 else 1
-    s_o = dp if layout.zero >= 1 else 1
+    ddp, fsdp = data_parallel_wrapper(layout)
+    accumulate = layout.num_microbatches > 1
     prec_b = BYTES_PER_ELEMENT[train.precision]
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
@@ -201,27 +213,31 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         params = kind.param_count / shard
         grad_bytes = params * g_b
         weight_bytes = params * w_b
-        if dp > 1 and params > 0:
-            if layout.zero == 0:
-                dp_sync = collective_s(cluster, "all_reduce", grad_bytes, dp, dp_x)
-            elif layout.zero in (1, 2):
-                dp_sync = (collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x)
-                           + collective_s(cluster, "all_gather", weight_bytes, dp, dp_x))
-            else:   # ZeRO-3: gather weights for forward and again for backward, reduce-scatter grads
-                dp_sync = (2 * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
-                           + collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x))
+        if ddp and params > 0:
+            dp_sync = collective_s(cluster, "all_reduce", grad_bytes, dp, dp_x)
+        elif fsdp and params > 0:
+            gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
+            dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
+                       + collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x))
         else:
             dp_sync = 0.0
         opt_rate = profile.optimizer_step_s_per_param
         if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
             opt_rate = profile.optimizer_step_s_per_param_sgd
-        optimizer = opt_rate * params / s_o
-        static = params * (w_b / s_w + g_b / s_g + o_b / s_o)
+        optimizer = opt_rate * params / (dp if fsdp else 1)
+        if ddp:
+            static = params * (w_b + 2 * g_b + o_b)
+        elif fsdp:
+            static = params * ((w_b + g_b + o_b) / dp + (w_b if layout.zero < 3 else 0) + (g_b if accumulate else 0))
+        else:
+            static = params * (w_b + g_b + o_b)
         cal = cluster.calibration
+        # layers are profiled alone; in training every device computes at once
+        slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
         by_kind[kind_name] = LayerCost(
-            compute_s=(fwd + bwd) * cal.compute_scale, recompute_s=recompute * cal.compute_scale,
+            compute_s=(fwd + bwd) * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
             tp_comm_s=tp_comm * cal.comm_scale, p2p_s=p2p * cal.comm_scale,
-            dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * cal.compute_scale, static_bytes=int(math.ceil(static)),
+            dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * slow * cal.compute_scale, static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
@@ -240,15 +256,33 @@ def inflight_microbatches(layout: Layout, rank: int) -> float:
     return base
 
 
+def data_parallel_wrapper(layout: Layout) -> tuple[bool, bool]:
+    """(DDP, FSDP): the wrapper the executor uses (mirrors :func:`autoplan.execute.dp.use_ddp`)."""
+    if layout.dp == 1:
+        return False, False
+    ddp = layout.zero == 0 and layout.tp == 1 and layout.pp == 1
+    return ddp, not ddp
+
+
 def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
-    weights, for prefetch) and the full-recompute workspace (one layer's activations)."""
+    weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
+    accumulation), and the full-recompute workspace (one layer's activations)."""
     extra = 0
-    if layout.zero == 3 and layout.dp > 1:
+    _, fsdp = data_parallel_wrapper(layout)
+    if fsdp and layout.zero == 3:
         extra += 2 * max(c.weight_bytes_unsharded for c in costs.values())
+    if fsdp and layout.num_microbatches == 1:
+        extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
     if layout.recompute == "full":
         extra += max(c.full_act_bytes for c in costs.values())
+    # backward holds the gradient of a layer's output while it computes the layer's input
+    # gradient: the largest output (the logits) bounds that
+    extra += max(c.out_bytes for c in costs.values())
     return extra
+
+
+
 
 
 # --------------------------------------------------------------------------------------------

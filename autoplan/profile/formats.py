@@ -236,6 +236,16 @@ class DeviceSpec:
     name: str = ""
     memory_bandwidth_bytes_per_s: float = 0.0
     """achievable device-memory copy bandwidth, measured or from a spec (0 if unknown)"""
+    concurrent_compute_flops_per_s: float = 0.0
+    """matmul rate of one device while every device computes at once (0 if not measured);
+    below ``compute_flops_per_s`` when devices share cores, power or memory bandwidth"""
+
+    @property
+    def compute_slowdown(self) -> float:
+        """How much slower a device computes when all compute at once than alone (>= 1)."""
+        if self.concurrent_compute_flops_per_s <= 0:
+            return 1.0
+        return max(1.0, self.compute_flops_per_s / self.concurrent_compute_flops_per_s)
 
 
 @dataclass
@@ -332,7 +342,8 @@ class ClusterProfile:
             dev = require(d, "device", source, dict)
             device = DeviceSpec(type=str(dev["type"]), memory_bytes=int(dev["memory_bytes"]),
                                 compute_flops_per_s=float(dev["compute_flops_per_s"]), name=str(dev.get("name", "")),
-                                memory_bandwidth_bytes_per_s=float(dev.get("memory_bandwidth_bytes_per_s", 0.0)))
+                                memory_bandwidth_bytes_per_s=float(dev.get("memory_bandwidth_bytes_per_s", 0.0)),
+                                concurrent_compute_flops_per_s=float(dev.get("concurrent_compute_flops_per_s", 0.0)))
             links: dict[str, dict[str, dict[int, LinkFit]]] = {}
             for c, ops in require(d, "links", source, dict).items():
                 if c not in LINK_CLASSES:

@@ -403,6 +403,7 @@ class _RankZeroResult:
     compute_flops_per_s: float
     memory_bandwidth_bytes_per_s: float
     device_name: str
+    concurrent_compute_flops_per_s: float = 0.0
 
 
 def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[ProgressEvent], None] | None,
@@ -413,7 +414,7 @@ def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[Pro
     dist.all_gather_object(hosts, hostname)
     rank_hosts = [str(h) for h in hosts]
     layout = plan_link_groups(rank_hosts, cfg.group_sizes)
-    total, done = link_items(layout) + 2, [0]
+    total, done = link_items(layout) + 3, [0]
 
     def report(what: str) -> None:
         done[0] += 1
@@ -427,15 +428,23 @@ def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[Pro
         bw = measure_memory_bandwidth_bytes_per_s(cfg.copy_bytes, device)
         report("memory bandwidth")
     dist.barrier()
+    # then all at once, as in training: on an oversubscribed CPU (more processes than cores) or a
+    # power-limited node each device computes slower than alone
+    mine = torch.tensor([measure_compute_flops_per_s(cfg.matmul_n, device)], dtype=torch.float64)
+    rates = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
+    dist.all_gather(rates, mine)
+    report("compute rate, all devices at once")
+    concurrent = statistics.median(float(r) for r in rates)
     if dist.get_rank() != 0:
         return None
-    return _RankZeroResult(rank_hosts, layout, raw, flops, bw, device_name(device))
+    return _RankZeroResult(rank_hosts, layout, raw, flops, bw, device_name(device), concurrent)
 
 
 def _build_profile(res: _RankZeroResult, *, name: str, device_type: str, memory_bytes: int,
                    memory_source: str, cfg: LinkBenchConfig, threads: int) -> ClusterProfile:
     device = DeviceSpec(type=device_type, memory_bytes=memory_bytes, compute_flops_per_s=res.compute_flops_per_s,
-                        name=res.device_name, memory_bandwidth_bytes_per_s=res.memory_bandwidth_bytes_per_s)
+                        name=res.device_name, memory_bandwidth_bytes_per_s=res.memory_bandwidth_bytes_per_s,
+                        concurrent_compute_flops_per_s=res.concurrent_compute_flops_per_s)
     environment = {
         "torch": torch.__version__, "backend": dist.get_backend() if dist.is_initialized() else "gloo",
         "hostname": socket.gethostname(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -448,6 +457,7 @@ def _build_profile(res: _RankZeroResult, *, name: str, device_type: str, memory_
     sources = {
         "links": "measured: torch.distributed collectives, alpha-beta fit on relative error",
         "device.compute_flops_per_s": f"measured: {cfg.matmul_n}^3 matmul on rank 0",
+        "device.concurrent_compute_flops_per_s": f"measured: {cfg.matmul_n}^3 matmul on every rank at once, median",
         "device.memory_bandwidth_bytes_per_s": f"measured: copy of {cfg.copy_bytes} bytes on rank 0 (read + write)",
         "device.memory_bytes": memory_source,
     }
@@ -481,6 +491,7 @@ def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, resu
                 "rank_hosts": res.rank_hosts, "layout": asdict(res.layout), "raw": res.raw.to_json(),
                 "compute_flops_per_s": res.compute_flops_per_s,
                 "memory_bandwidth_bytes_per_s": res.memory_bandwidth_bytes_per_s, "device_name": res.device_name,
+                "concurrent_compute_flops_per_s": res.concurrent_compute_flops_per_s,
             }))
     finally:
         dist.destroy_process_group()
@@ -559,7 +570,8 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
         d = json.loads(Path(result_path).read_text())
     res = _RankZeroResult(rank_hosts=d["rank_hosts"], layout=_layout_from_json(d["layout"]),
                           raw=RawLinkTimes.from_json(d["raw"]), compute_flops_per_s=d["compute_flops_per_s"],
-                          memory_bandwidth_bytes_per_s=d["memory_bandwidth_bytes_per_s"], device_name=d["device_name"])
+                          memory_bandwidth_bytes_per_s=d["memory_bandwidth_bytes_per_s"], device_name=d["device_name"],
+                          concurrent_compute_flops_per_s=d["concurrent_compute_flops_per_s"])
     if memory_per_device_bytes is None:
         memory = default_cpu_memory_bytes(nproc)
         memory_source = f"default: {CPU_MEMORY_FRACTION} of physical RAM / {nproc} processes"
