@@ -95,7 +95,7 @@ def test_profile_solve_and_train_across_two_emulated_nodes(shaped_cluster, tmp_p
     `autoplan run --nnodes 2 --node-rank i --rdzv-endpoint ...` with finite losses."""
     cluster = shaped_cluster
     prof_path = tmp_path / "cluster.json"
-    emu.profile_across_nodes(cluster, prof_path, memory_per_device="256MiB", max_size="512KiB", repeats=2,
+    emu.profile_across_nodes(cluster, prof_path, memory_per_device="256MiB", max_size="256KiB", repeats=2,
                              timeout_s=120)
     prof = ClusterProfile.load(prof_path)
     assert (prof.num_nodes, prof.devices_per_node) == (2, 2)
