@@ -95,7 +95,11 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
                            ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0 or not out_path.exists():
-        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip().startswith("error:")]
+        text = (proc.stderr + proc.stdout).splitlines()
+        lines = [l for l in text if l.strip().startswith("error:")]
+        if not lines:   # a crash: the last exception line of any rank
+            lines = [f"measuring {layout.short()} failed (exit {proc.returncode}): " + l.split("]:", 1)[-1].strip()
+                     for l in text if "Error" in l and ":" in l][-1:]
         raise AutoplanError(lines[0] if lines else f"measuring {layout.short()} failed (exit {proc.returncode})")
     d = read_json(out_path, "measurement")
     return Measured(step_time_s=float(d["median_step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),

@@ -1,0 +1,150 @@
+"""Fidelity: predicted against measured step time and memory, before and after calibration.
+
+    python benchmarks/fidelity.py [--model gpt-small] [--steps 3] [--workdir /tmp/autoplan-fidelity]
+
+On this machine: profiles the model's layers and 2- and 4-process gloo clusters, then runs at least
+8 distinct layouts (DP/ZeRO, TP, PP and hybrids; 2 and 4 processes) under torchrun, each for a few
+steps, and prints per layout predicted and measured step time and peak memory, then:
+
+- mean absolute percentage error (MAPE) of step time,
+- Spearman rank correlation of predicted and measured step time,
+- how far the solver's chosen layout is from the fastest measured one (per world size),
+- the worst memory under-prediction ((measured - predicted) / measured, 0 if never under).
+
+"Before" uses the profiles as measured. "After" calibrates (autoplan.validate.fit_calibration)
+leave-one-out: each layout is predicted by a calibration fitted to the other layouts only, so the
+figure is out of sample. The solver is then re-run with the calibration fitted to all layouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from autoplan.plan.api import Problem, complete_layout, solve_problem
+from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.search import SearchOptions, place
+from autoplan.profile.formats import Calibration, ClusterProfile
+from autoplan.profile.layers import profile_model
+from autoplan.profile.links import profile_cluster
+from autoplan.validate import Run, fidelity, fit_calibration, measure_layout, print_table
+
+LAYOUTS = {  # world size -> layouts to measure (the solver's choice is added)
+    4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
+        "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
+    2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"],
+}
+
+
+def parse(spec: str) -> dict:
+    d = dict(kv.split("=") for kv in spec.split(","))
+    return {k: (v if k in ("recompute", "schedule") else int(v)) for k, v in d.items()}
+
+
+def predict(pb: Problem, spec: dict):
+    lay = complete_layout(spec, pb.cluster.world_size, pb.train.global_batch)
+    costs = layer_costs(pb.profile, pb.cluster, lay, pb.train)
+    placed, _, _ = place(pb.profile, pb.cluster, lay, pb.train, costs)
+    if placed is None:
+        raise SystemExit(f"no placement for {lay.short()}")
+    return placed, evaluate(pb.profile, pb.cluster, placed, pb.train, costs)
+
+
+def repredict(pb: Problem, runs: list[Run], cal: Calibration) -> list[Run]:
+    cl = replace(pb.cluster, calibration=cal)
+    pb2 = replace(pb, cluster=cl)
+    return [replace(r, predicted=evaluate(pb2.profile, cl, r.layout, pb2.train)) for r in runs]
+
+
+def report(title: str, runs: list[Run]) -> None:
+    print(f"\n== {title}")
+    print_table(runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="gpt-small")
+    ap.add_argument("--global-batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="autoplan-fidelity-")))
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    print(f"profiling {args.model} layers ...", flush=True)
+    prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
+    prof.save(args.workdir / "model.json")
+    train = TrainingConfig(global_batch=args.global_batch, precision="fp32", optimizer="adamw")
+    problems: dict[int, Problem] = {}
+    runs_by_world: dict[int, list[Run]] = {}
+    chosen: dict[int, int] = {}
+    for world, specs in LAYOUTS.items():
+        print(f"profiling {world} processes ...", flush=True)
+        cl = profile_cluster(world, memory_per_device_bytes=args.memory_per_device)
+        cl.save(args.workdir / f"cluster{world}.json")
+        pb = Problem(prof, cl, train, str(args.workdir / "model.json"), str(args.workdir / f"cluster{world}.json"))
+        problems[world] = pb
+        plan = solve_problem(pb, SearchOptions(), families=False)
+        cands = [predict(pb, parse(s)) for s in specs]
+        keys = [c[0].short() for c in cands]
+        if plan.layout.short() not in keys:
+            cands.append((plan.layout, plan.predicted))
+            keys.append(plan.layout.short())
+        chosen[world] = keys.index(plan.layout.short())
+        runs = []
+        for lay, pred in cands:
+            print(f"  measuring {lay.short()} ...", flush=True)
+            m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)
+            runs.append(Run(lay, pred, m))
+        runs_by_world[world] = runs
+
+    def summary(title: str, by_world: dict[int, list[Run]], chosen_idx: dict[int, int]) -> None:
+        everything = [r for w in by_world for r in by_world[w]]
+        for w, runs in by_world.items():
+            report(f"{title}: {w} processes (chosen marked *)", [runs[chosen_idx[w]]] +
+                   [r for i, r in enumerate(runs) if i != chosen_idx[w]])
+        f = fidelity(everything)
+        spread = max(r.measured.step_time_s for r in everything) / min(r.measured.step_time_s for r in everything)
+        per_world = {w: fidelity([runs[chosen_idx[w]]] + [r for i, r in enumerate(runs) if i != chosen_idx[w]])
+                     for w, runs in by_world.items()}
+        print(f"{title}: {f.runs} layouts, measured step times differ {spread:.2f}x; "
+              f"step-time MAPE {f.time_mape * 100:.1f}%; rank correlation {f.rank_correlation:.3f}; "
+              + "; ".join(f"chosen vs fastest ({w} proc) {pw.chosen_vs_fastest * 100:+.1f}%" for w, pw in per_world.items())
+              + f"; worst memory under-prediction {f.worst_memory_underprediction * 100:.1f}%", flush=True)
+
+    summary("BEFORE calibration", runs_by_world, chosen)
+
+    # leave-one-out calibration across both world sizes (one machine)
+    flat = [(w, i) for w in runs_by_world for i in range(len(runs_by_world[w]))]
+    after: dict[int, list[Run]] = {w: list(rs) for w, rs in runs_by_world.items()}
+    for w, i in flat:
+        others = [runs_by_world[w2][j] for w2, j in flat if (w2, j) != (w, i)]
+        cal = fit_calibration(others, Calibration())
+        after[w][i] = repredict(problems[w], [runs_by_world[w][i]], cal)[0]
+    full = fit_calibration([r for w in runs_by_world for r in runs_by_world[w]], Calibration())
+    print(f"\ncalibration fitted to all layouts: compute x{full.compute_scale:.3f}, communication x{full.comm_scale:.3f}, "
+          f"+{full.step_overhead_s * 1e3:.1f} ms per step, +{full.memory_overhead_bytes / 2**20:.1f} MiB per device")
+    # the calibrated solver's choice, measured if it is new
+    chosen_after = {}
+    for w, pb in problems.items():
+        pbc = replace(pb, cluster=replace(pb.cluster, calibration=full))
+        plan = solve_problem(pbc, SearchOptions(), families=False)
+        keys = [r.layout.short() for r in after[w]]
+        if plan.layout.short() not in keys:
+            print(f"  measuring the calibrated choice {plan.layout.short()} ...", flush=True)
+            m = measure_layout(pbc, plan.layout, plan.predicted, steps=args.steps, warmup=args.warmup,
+                               workdir=args.workdir)
+            after[w].append(Run(plan.layout, plan.predicted, m))
+            keys.append(plan.layout.short())
+        chosen_after[w] = keys.index(plan.layout.short())
+    summary("AFTER calibration (leave-one-out)", after, chosen_after)
+    print(f"\nbenchmark wall time {time.perf_counter() - t_start:.0f} s; profiles in {args.workdir}")
+
+
+if __name__ == "__main__":
+    main()
