@@ -58,6 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="default: the plan's (training.optimizer), sgd if it names another")
     p.add_argument("--lr", type=float, default=None, help="default: 0.1 for sgd, 1e-3 for adamw")
     p.add_argument("--seed", type=int, default=0, help="model init and data")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default=None,
+                   help="default: the plan's (training.precision); bf16/fp16 are mixed precision")
     p.add_argument("--ckpt-dir", default=None, help="save checkpoints here; resume from the latest one in it")
     p.add_argument("--ckpt-every", type=int, default=0, help="save every K steps (0: only after the last step)")
     p.add_argument("--fail-at-step", type=int, default=None,
@@ -91,18 +93,19 @@ def train(args: argparse.Namespace) -> None:
                           f"{layout.global_batch}")
     optimizer = args.optimizer or (training.optimizer if training.optimizer in DEFAULT_LR else "sgd")
     lr = args.lr if args.lr is not None else DEFAULT_LR[optimizer]
+    if args.ckpt_every < 0:
+        raise InputError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
 
     use_cuda = torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # set by torchrun
     init_process_group("nccl" if use_cuda else "gloo")  # prefixes the store by torchrun's restart count
     model = build_model(shape, seed=args.seed)
-    par = parallelize(model, plan)  # refuses a plan that does not fit this launch, before any collective
+    # Refuses a plan that does not fit this launch, before any collective.
+    par = parallelize(model, plan, precision=args.precision)
     opt_cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
     opt = opt_cls(par.parameters(), lr=lr)
     master = dist.get_rank() == 0
-    if args.ckpt_every < 0:
-        raise InputError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
 
     start = 0
     if args.ckpt_dir is not None:
@@ -121,9 +124,10 @@ def train(args: argparse.Namespace) -> None:
             os._exit(1)
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, shape.vocab, args.seed)
         t0 = time.perf_counter()
-        loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
-        opt.step()
+        pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
+        opt.step()  # while the loss is all-reduced
         opt.zero_grad(set_to_none=True)
+        loss = pending.value()
         dt = time.perf_counter() - t0
         step_times.append(dt)
         if master:

@@ -68,6 +68,23 @@ def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
 
 
 @dataclass
+class PendingLoss:
+    """The global mean loss of one step, whose all-reduce may still be running."""
+
+    total: torch.Tensor
+    """float64 scalar: the sum of every last-stage rank's micro-batch mean losses once ``work`` is done"""
+    work: dist.Work
+    """the in-place all-reduce of ``total`` over every rank"""
+    count: int
+    """how many micro-batch means are summed: ``num_microbatches * dp * tp``"""
+
+    def value(self) -> float:
+        """The loss (waits for the all-reduce; the same float on every rank)."""
+        self.work.wait()
+        return float(self.total) / self.count
+
+
+@dataclass
 class Parallelized:
     """A model laid out by :func:`parallelize`, from the point of view of one rank."""
 
@@ -136,6 +153,22 @@ class Parallelized:
         ``tokens``, ``labels``: int64 ``[mbs * num_microbatches, s]``, this DP rank's slice (every
         rank of a DP group passes the same; the first PP stage uses the tokens, the last the labels).
         Gradients are left in the parameters (accumulated onto any present), for the optimizer.
+        Waits for the loss's all-reduce over every rank; :meth:`step_async` lets the optimizer step
+        run first.
+        """
+        return self.step_async(tokens, labels).value()
+
+    def step_async(self, tokens: torch.Tensor, labels: torch.Tensor) -> PendingLoss:
+        """:meth:`step`, returning before the loss is reduced over the ranks::
+
+            loss = par.step_async(tokens, labels)
+            opt.step(); opt.zero_grad()
+            print(loss.value())          # the same float step() returns
+
+        The loss is one all-reduce over every rank. Waiting for it before the optimizer step would
+        make every rank wait for the slowest (under PP, the last stage waits for the first stage's
+        final backward) before it may step; started here and waited on later, it costs nothing on
+        the critical path.
         """
         n = self.layout.num_microbatches
         for name, t in (("tokens", tokens), ("labels", labels)):
@@ -146,25 +179,19 @@ class Parallelized:
         with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
             loss_sum, reduced = self._forward_backward(tokens, labels)
         # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
-        if reduced is None:
-            dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
-        else:
-            reduced.wait()
-        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+        return PendingLoss(total=loss_sum, work=reduced, count=n * self.mesh.dp * self.mesh.tp)
 
-    def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor
-                          ) -> tuple[torch.Tensor, dist.Work | None]:
+    def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dist.Work]:
         """Run the step's micro-batches: ``(this rank's sum of micro-batch mean losses, its all-reduce)``.
 
-        Without PP the sum is complete after the last forward, so its all-reduce over the world is
-        started then (``async_op``) and runs during the last backward; the caller waits on the
-        returned work. Under PP the sum (0 off the last stage) comes back with ``None``, unreduced.
+        The sum (0 off the last PP stage) is all-reduced in place over the world, asynchronously.
+        Without PP it is complete after the last forward, so its all-reduce starts then and runs
+        during the last backward; under PP it starts when the schedule ends.
         """
         n = self.layout.num_microbatches
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         if self.schedule is None:
             runner = self.runners[0]
-            reduced = None
             for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
                 if n > 1:
                     set_gradient_sync(runner, i == n - 1)
@@ -183,7 +210,7 @@ class Parallelized:
             self.schedule.step(*args, target=target, losses=losses, return_outputs=False)
             for loss in losses:
                 loss_sum += loss.detach()
-        return loss_sum, None
+        return loss_sum, dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:
