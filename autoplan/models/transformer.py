@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: F401  (re-exported)
+from autoplan.models.units import UnitModel
 
 
 class Attention(nn.Module):
@@ -86,44 +87,15 @@ class Head(nn.Module):
         return self.proj(self.norm(x))
 
 
-class Transformer(nn.Module):
+class Transformer(UnitModel):
     """Decoder-only transformer whose pipeline units are ``embed``, ``block.i``, ``head``."""
 
     tp_plan = None  # set below: REFERENCE_TP_PLAN (defined after the modules)
 
     def __init__(self, shape: ModelShape):
-        super().__init__()
+        super().__init__(nn.Embedding(shape.vocab, shape.hidden), [Block(shape) for _ in range(shape.layers)],
+                         Head(shape), vocab_size=shape.vocab, seq_len=shape.seq_len)
         self.shape = shape
-        self.embed: nn.Embedding | None = nn.Embedding(shape.vocab, shape.hidden)
-        self.blocks = nn.ModuleDict({str(i): Block(shape) for i in range(shape.layers)})
-        self.head: Head | None = Head(shape)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x: tokens [b, s] on the first stage, hidden states [b, s, h] on later ones
-        h = self.embed(x) if self.embed is not None else x
-        for blk in self.blocks.values():
-            h = blk(h)
-        return self.head(h) if self.head is not None else h
-
-    def unit_names(self) -> list[str]:
-        """Pipeline units present in this module, in execution order."""
-        names = ["embed"] if self.embed is not None else []
-        names += [f"block.{k}" for k in self.blocks.keys()]
-        if self.head is not None:
-            names.append("head")
-        return names
-
-    def keep_units(self, names: list[str]) -> "Transformer":
-        """Delete (in place) every unit not in ``names``; returns self. Used to cut a stage."""
-        keep = set(names)
-        if "embed" not in keep:
-            self.embed = None
-        if "head" not in keep:
-            self.head = None
-        for k in list(self.blocks.keys()):
-            if f"block.{k}" not in keep:
-                del self.blocks[k]
-        return self
 
 
 def unit_names(shape: ModelShape) -> list[str]:
