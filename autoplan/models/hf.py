@@ -1,0 +1,428 @@
+"""Hugging Face ``transformers`` GPT-2 and Llama as unit models (random init from a config, no download).
+
+Spec forms (``autoplan ... --model hf:NAME``)::
+
+    hf:gpt2-tiny      GPT-2, 4 layers, hidden 64, 4 heads, vocab 256, 32 positions
+    hf:llama-tiny     Llama, 4 layers, hidden 64, 4 heads, 2 KV heads, MLP 128, vocab 256, 32 positions
+    hf:gpt2           GPT2Config() defaults (GPT-2 small, 124M, 1024 positions)
+    hf:llama          LlamaConfig() defaults (Llama-2-7B shape, 2048 positions)
+    hf:NAME,key=value,...   overrides: layers, hidden, heads, kv_heads (Llama), ffn_hidden, vocab,
+                            seq_len, or any attribute of the transformers config class
+
+Every config is built with ``tie_word_embeddings=False`` (the embedding and the LM head may sit on
+different pipeline stages) and all dropout probabilities 0 (training is deterministic; the adapters
+hold no dropout modules). The model's default training sequence length ``seq_len`` is the number of
+positions (``n_positions`` / ``max_position_embeddings``).
+
+How the HF modules become units (the unit-model protocol of :mod:`autoplan.models.units`):
+
+- **GPT-2** (``GPT2LMHeadModel``): ``embed`` = token + position embedding (``wte``, ``wpe``);
+  every ``GPT2Block`` becomes a :class:`GPT2Block` whose fused ``Conv1D`` layers are converted to
+  ``nn.Linear`` (weight transposed): ``c_attn`` split into ``q_proj``, ``k_proj``, ``v_proj`` so
+  column-parallel TP gives each rank whole heads; ``head`` = ``ln_f`` + ``lm_head``. The attention is
+  ``scaled_dot_product_attention`` with GPT-2's scaling (``scale_attn_weights``,
+  ``scale_attn_by_inverse_layer_idx``) and the config's activation (``gelu_new``).
+- **Llama** (``LlamaForCausalLM``): ``embed`` = ``embed_tokens``; every ``LlamaDecoderLayer`` becomes
+  a :class:`LlamaBlock` holding the layer's own ``input_layernorm``, ``mlp`` (``LlamaMLP``),
+  ``post_attention_layernorm`` and its ``self_attn`` as a :class:`SelfContainedLlamaAttention` (a
+  ``LlamaAttention`` subclass with the same weights that computes its rotary position embeddings from
+  the sequence length, so a block runs alone on any pipeline stage); ``head`` = ``norm`` + ``lm_head``.
+  Attention runs HF's own code with the ``sdpa`` implementation and no mask (causal).
+
+Both reshape q/k/v with ``-1`` heads (HF's Llama does; the GPT-2 block here does too), so under TP a
+rank's column-parallel projections hold ``heads/t`` (and ``kv_heads/t``) whole heads and the forward
+needs no per-layer head count. The TP plans (Megatron pairs, with sequence-parallel norms):
+
+    GPT-2   colwise attn.q_proj, attn.k_proj, attn.v_proj, mlp.c_fc      rowwise attn.c_proj, mlp.c_proj
+    Llama   colwise self_attn.{q,k,v}_proj, mlp.gate_proj, mlp.up_proj  rowwise self_attn.o_proj, mlp.down_proj
+
+The adapters compute the same logits as the HF model with the same weights (checked in
+``tests/test_models_hf.py``).
+
+Run::
+
+    python -c "from autoplan.models.hf import build_hf_model; print(build_hf_model('hf:gpt2-tiny').unit_names())"
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autoplan.errors import InputError
+from autoplan.models.shapes import ModelShape
+from autoplan.models.transformer import TensorParallelPlan
+from autoplan.models.units import UnitModel
+
+HF_PREFIX = "hf:"
+
+GPT2_TP_PLAN = TensorParallelPlan(
+    colwise=("attn.q_proj", "attn.k_proj", "attn.v_proj", "mlp.c_fc"),
+    rowwise=("attn.c_proj", "mlp.c_proj"),
+    sp_norms=("ln_1", "ln_2"), sp_gather=("attn", "mlp"))
+
+LLAMA_TP_PLAN = TensorParallelPlan(
+    colwise=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
+    rowwise=("self_attn.o_proj", "mlp.down_proj"),
+    sp_norms=("input_layernorm", "post_attention_layernorm"), sp_gather=("self_attn", "mlp"))
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise InputError("hf: models need the `transformers` package: pip install 'autoplan[hf]'") from None
+    return transformers
+
+
+# --------------------------------------------------------------------------------------------
+# configs
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HFArch:
+    """One supported architecture: its config class, the generic-key -> config-field names."""
+
+    family: str
+    config_class: str
+    fields: dict[str, str]
+    """generic override key (layers, hidden, ...) -> attribute of the config class"""
+
+
+_GPT2 = HFArch("gpt2", "GPT2Config", {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head",
+                                      "ffn_hidden": "n_inner", "vocab": "vocab_size", "seq_len": "n_positions"})
+_LLAMA = HFArch("llama", "LlamaConfig", {"layers": "num_hidden_layers", "hidden": "hidden_size",
+                                         "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+                                         "ffn_hidden": "intermediate_size", "vocab": "vocab_size",
+                                         "seq_len": "max_position_embeddings"})
+
+HF_PRESETS: dict[str, tuple[HFArch, dict[str, Any]]] = {
+    "gpt2-tiny": (_GPT2, {"n_layer": 4, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 32}),
+    "gpt2": (_GPT2, {}),
+    "llama-tiny": (_LLAMA, {"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+                            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256,
+                            "max_position_embeddings": 32}),
+    "llama": (_LLAMA, {}),
+}
+
+_NO_DROPOUT = {"gpt2": {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+               "llama": {"attention_dropout": 0.0}}
+
+
+def is_hf_spec(spec: str) -> bool:
+    return spec.startswith(HF_PREFIX)
+
+
+def _parse_value(text: str) -> int | float | bool | str:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def parse_hf_spec(spec: str) -> tuple[HFArch, dict[str, Any]]:
+    """``hf:NAME[,key=value...]`` -> (architecture, config keyword arguments)."""
+    if not is_hf_spec(spec):
+        raise InputError(f"not a Hugging Face model spec (hf:NAME): {spec!r}")
+    name, *pairs = spec[len(HF_PREFIX):].split(",")
+    if name not in HF_PRESETS:
+        raise InputError(f"unknown Hugging Face model {spec!r} (known: "
+                         f"{', '.join(HF_PREFIX + n for n in HF_PRESETS)}; overrides as hf:NAME,layers=2,...)")
+    arch, preset = HF_PRESETS[name]
+    kwargs = dict(preset)
+    config_cls = getattr(_transformers(), arch.config_class)
+    defaults = config_cls()
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"{spec!r}: override {pair!r} is not key=value")
+        field = arch.fields.get(key, key)
+        if field not in arch.fields.values() and not hasattr(defaults, field):
+            raise InputError(f"{spec!r}: {key!r} is neither a shape key ({', '.join(arch.fields)}) "
+                             f"nor a {arch.config_class} attribute")
+        kwargs[field] = _parse_value(value.strip())
+    return arch, kwargs
+
+
+def hf_config(spec: str) -> Any:
+    """The ``transformers`` config of ``spec`` (untied embeddings, no dropout, sdpa attention)."""
+    arch, kwargs = parse_hf_spec(spec)
+    config_cls = getattr(_transformers(), arch.config_class)
+    vocab = kwargs.get("vocab_size", config_cls().vocab_size)
+    for tok in ("bos_token_id", "eos_token_id"):   # GPT-2's 50256 lies outside a small vocabulary
+        default = getattr(config_cls(), tok, None)
+        if tok not in kwargs and isinstance(default, int) and isinstance(vocab, int) and default >= vocab:
+            kwargs[tok] = vocab - 1
+    try:
+        config = config_cls(**{**kwargs, **_NO_DROPOUT[arch.family], "tie_word_embeddings": False})
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{spec!r}: bad {arch.config_class}: {e}") from None
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def hf_shape(spec: str) -> ModelShape:
+    """The transformer shape of ``spec`` (for the planner's TP-degree checks and cost fractions)."""
+    arch, _ = parse_hf_spec(spec)
+    c = hf_config(spec)
+    if arch.family == "gpt2":
+        vals = dict(layers=c.n_layer, hidden=c.n_embd, heads=c.n_head, kv_heads=c.n_head,
+                    ffn_hidden=c.n_inner or 4 * c.n_embd, vocab=c.vocab_size, seq_len=c.n_positions)
+    else:
+        vals = dict(layers=c.num_hidden_layers, hidden=c.hidden_size, heads=c.num_attention_heads,
+                    kv_heads=c.num_key_value_heads or c.num_attention_heads, ffn_hidden=c.intermediate_size,
+                    vocab=c.vocab_size, seq_len=c.max_position_embeddings)
+    return ModelShape(name=spec, **{k: int(v) for k, v in vals.items()})
+
+
+def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:
+    """The plain ``transformers`` model of ``spec`` (``GPT2LMHeadModel`` / ``LlamaForCausalLM``), its
+    random initialisation drawn from ``seed`` (the caller's RNG state is left unchanged)."""
+    arch, _ = parse_hf_spec(spec)
+    tf = _transformers()
+    config = hf_config(spec)
+    cls = tf.GPT2LMHeadModel if arch.family == "gpt2" else tf.LlamaForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = cls(config)
+    return model.float().eval()
+
+
+def build_hf_model(spec: str, seed: int = 0) -> UnitModel:
+    """The unit model of ``spec``: the HF model of :func:`build_hf_reference` (same ``seed``), converted."""
+    arch, _ = parse_hf_spec(spec)
+    ref = build_hf_reference(spec, seed)
+    model = GPT2Units.from_hf(ref) if arch.family == "gpt2" else LlamaUnits.from_hf(ref)
+    model.spec = spec
+    model.shape = hf_shape(spec)
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# GPT-2
+# --------------------------------------------------------------------------------------------
+
+def _linear_from_conv1d(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
+    """``nn.Linear`` equal to HF's ``Conv1D`` with ``weight`` [in, out] and ``bias`` [out]."""
+    n_in, n_out = weight.shape
+    lin = nn.Linear(n_in, n_out, bias=bias is not None, dtype=weight.dtype)
+    with torch.no_grad():
+        lin.weight.copy_(weight.t())
+        if bias is not None:
+            lin.bias.copy_(bias)
+    return lin
+
+
+def _gpt2_scaling(attn: nn.Module) -> float:
+    """GPT-2's attention-score scale: ``1/sqrt(head_dim)`` if ``scale_attn_weights``, further divided by
+    ``layer_idx + 1`` if ``scale_attn_by_inverse_layer_idx`` (computed from the config's flags, as
+    older ``transformers`` versions keep no ``scaling`` attribute)."""
+    scale = attn.head_dim ** -0.5 if attn.scale_attn_weights else 1.0
+    if attn.scale_attn_by_inverse_layer_idx:
+        scale /= float(attn.layer_idx + 1)
+    return scale
+
+
+class GPT2Embed(nn.Module):
+    """Token plus learned position embedding: tokens [b, s] -> [b, s, h]."""
+
+    def __init__(self, wte: nn.Embedding, wpe: nn.Embedding):
+        super().__init__()
+        self.wte = wte
+        self.wpe = wpe
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        return self.wte(tokens) + self.wpe(pos)[None]
+
+
+class GPT2Attention(nn.Module):
+    """Causal self-attention of one GPT-2 block with separate q/k/v ``nn.Linear`` projections."""
+
+    def __init__(self, q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear, c_proj: nn.Linear,
+                 head_dim: int, scaling: float):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.c_proj = q_proj, k_proj, v_proj, c_proj
+        self.head_dim = head_dim
+        self.scaling = scaling
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        # -1: the local head count under tensor parallel (column-parallel q/k/v hold whole heads)
+        q = self.q_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)   # [b, a, s, hd]
+        k = self.k_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scaling)
+        return self.c_proj(o.transpose(1, 2).reshape(b, s, -1))
+
+
+class GPT2MLP(nn.Module):
+    """``c_proj(act(c_fc(x)))`` with ``nn.Linear`` layers."""
+
+    def __init__(self, c_fc: nn.Linear, c_proj: nn.Linear, act: nn.Module):
+        super().__init__()
+        self.c_fc, self.c_proj, self.act = c_fc, c_proj, act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.act(self.c_fc(x)))
+
+
+class GPT2Block(nn.Module):
+    """Pre-norm GPT-2 block: ``x + attn(ln_1(x))``, then ``+ mlp(ln_2(.))``."""
+
+    def __init__(self, ln_1: nn.LayerNorm, attn: GPT2Attention, ln_2: nn.LayerNorm, mlp: GPT2MLP):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2, self.mlp = ln_1, attn, ln_2, mlp
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+    @classmethod
+    def from_hf(cls, block: nn.Module) -> "GPT2Block":
+        """Convert a ``transformers`` ``GPT2Block`` (its weights copied; the original is unchanged)."""
+        hf_attn, hf_mlp = block.attn, block.mlp
+        if getattr(hf_attn, "is_cross_attention", False) or hasattr(block, "crossattention"):
+            raise InputError("GPT-2 with cross-attention is not supported")
+        h = hf_attn.embed_dim
+        w, bias = hf_attn.c_attn.weight.detach(), hf_attn.c_attn.bias.detach()      # [h, 3h], [3h]
+        q, k, v = (_linear_from_conv1d(w[:, i * h:(i + 1) * h], bias[i * h:(i + 1) * h]) for i in range(3))
+        c_proj = _linear_from_conv1d(hf_attn.c_proj.weight.detach(), hf_attn.c_proj.bias.detach())
+        attn = GPT2Attention(q, k, v, c_proj, head_dim=hf_attn.head_dim, scaling=_gpt2_scaling(hf_attn))
+        mlp = GPT2MLP(_linear_from_conv1d(hf_mlp.c_fc.weight.detach(), hf_mlp.c_fc.bias.detach()),
+                      _linear_from_conv1d(hf_mlp.c_proj.weight.detach(), hf_mlp.c_proj.bias.detach()),
+                      hf_mlp.act)
+        return cls(copy.deepcopy(block.ln_1), attn, copy.deepcopy(block.ln_2), mlp)
+
+
+class LMHead(nn.Module):
+    """Final norm and LM head: hidden [b, s, h] -> logits [b, s, vocab]. Attribute names follow HF."""
+
+    def __init__(self, norm_name: str, norm: nn.Module, lm_head: nn.Linear):
+        super().__init__()
+        self.norm_name = norm_name
+        self.add_module(norm_name, norm)
+        self.lm_head = lm_head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(getattr(self, self.norm_name)(x))
+
+
+class GPT2Units(UnitModel):
+    """``GPT2LMHeadModel`` as units ``embed``, ``block.i``, ``head`` (see the module docstring)."""
+
+    tp_plan = GPT2_TP_PLAN
+
+    @classmethod
+    def from_hf(cls, model: nn.Module) -> "GPT2Units":
+        tr, c = model.transformer, model.config
+        embed = GPT2Embed(copy.deepcopy(tr.wte), copy.deepcopy(tr.wpe))
+        blocks = [GPT2Block.from_hf(b) for b in tr.h]
+        head = LMHead("ln_f", copy.deepcopy(tr.ln_f), copy.deepcopy(model.lm_head))
+        return cls(embed, blocks, head, vocab_size=c.vocab_size, seq_len=c.n_positions)
+
+
+# --------------------------------------------------------------------------------------------
+# Llama
+# --------------------------------------------------------------------------------------------
+
+def _self_contained_attention_class() -> type:
+    """``LlamaAttention`` subclass whose forward takes hidden states only (built lazily: transformers
+    is an optional dependency)."""
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+    class SelfContainedLlamaAttention(LlamaAttention):
+        """HF ``LlamaAttention`` that computes its rotary embeddings from the sequence length.
+
+        ``forward(x [b, s, h]) -> [b, s, h]``: positions ``0..s-1``, no mask (causal, sdpa). The
+        rotary table has no parameters (``inv_freq`` is a non-persistent buffer)."""
+
+        def __init__(self, config: Any, layer_idx: int):
+            super().__init__(config, layer_idx)
+            self.rotary_emb = LlamaRotaryEmbedding(config)
+
+        def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            s = hidden_states.shape[1]
+            position_ids = torch.arange(s, device=hidden_states.device)[None]
+            position_embeddings = self.rotary_emb(hidden_states, position_ids)
+            out, _ = super().forward(hidden_states, position_embeddings=position_embeddings, attention_mask=None)
+            return out
+
+    return SelfContainedLlamaAttention
+
+
+_ATTN_CLASS: type | None = None
+
+
+def self_contained_llama_attention(config: Any, layer_idx: int) -> nn.Module:
+    """A new :class:`SelfContainedLlamaAttention` (see :func:`_self_contained_attention_class`)."""
+    global _ATTN_CLASS
+    if _ATTN_CLASS is None:
+        _ATTN_CLASS = _self_contained_attention_class()
+    return _ATTN_CLASS(config, layer_idx)
+
+
+class LlamaBlock(nn.Module):
+    """One ``LlamaDecoderLayer``'s modules, run as HF runs them, with a self-contained attention."""
+
+    def __init__(self, input_layernorm: nn.Module, self_attn: nn.Module, post_attention_layernorm: nn.Module,
+                 mlp: nn.Module):
+        super().__init__()
+        self.input_layernorm, self.self_attn = input_layernorm, self_attn
+        self.post_attention_layernorm, self.mlp = post_attention_layernorm, mlp
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    @classmethod
+    def from_hf(cls, layer: nn.Module, config: Any) -> "LlamaBlock":
+        """Convert a ``transformers`` ``LlamaDecoderLayer`` (weights copied; the original is unchanged)."""
+        attn = self_contained_llama_attention(config, layer.self_attn.layer_idx)
+        missing, unexpected = attn.load_state_dict(layer.self_attn.state_dict(), strict=False)
+        if unexpected or any(not m.startswith("rotary_emb.") for m in missing):
+            raise InputError(f"Llama attention weights do not match: missing {missing}, unexpected {unexpected}")
+        attn.to(dtype=layer.self_attn.q_proj.weight.dtype)
+        return cls(copy.deepcopy(layer.input_layernorm), attn, copy.deepcopy(layer.post_attention_layernorm),
+                   copy.deepcopy(layer.mlp))
+
+
+class LlamaUnits(UnitModel):
+    """``LlamaForCausalLM`` as units ``embed``, ``block.i``, ``head`` (see the module docstring)."""
+
+    tp_plan = LLAMA_TP_PLAN
+
+    @classmethod
+    def from_hf(cls, model: nn.Module) -> "LlamaUnits":
+        inner, c = model.model, model.config
+        if getattr(c, "rope_scaling", None) and c.rope_scaling.get("rope_type", "default") == "dynamic":
+            raise InputError("Llama with dynamic RoPE scaling is not supported (positions must not depend on a cache)")
+        embed = copy.deepcopy(inner.embed_tokens)
+        blocks = [LlamaBlock.from_hf(layer, c) for layer in inner.layers]
+        head = LMHead("norm", copy.deepcopy(inner.norm), copy.deepcopy(model.lm_head))
+        return cls(embed, blocks, head, vocab_size=c.vocab_size, seq_len=c.max_position_embeddings)
+
+
+def reference_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits ``[b, s, vocab]`` of a plain HF causal LM on ``tokens`` (no cache, no mask)."""
+    return model(input_ids=tokens, use_cache=False).logits
+
+
+def expected_param_count(model: nn.Module) -> int:
+    """Number of parameter elements (for checks that a conversion dropped nothing)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["GPT2_TP_PLAN", "LLAMA_TP_PLAN", "GPT2Units", "LlamaUnits", "build_hf_model", "build_hf_reference",
+           "hf_config", "hf_shape", "is_hf_spec", "parse_hf_spec", "reference_logits", "HF_PRESETS"]
+
