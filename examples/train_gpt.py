@@ -43,9 +43,8 @@ from autoplan.execute.apply import parallelize
 from autoplan.execute.checkpoint import load, save
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.launch import init_process_group
-from autoplan.models.shapes import ModelShape, resolve_shape
-from autoplan.models.transformer import build_model
-from autoplan.plan.plan import Plan, TrainingSpec
+from autoplan.models.registry import build_model_from_spec, model_vocab
+from autoplan.plan.plan import Plan
 
 DEFAULT_LR = {"sgd": 0.1, "adamw": 1e-3}
 
@@ -67,17 +66,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def model_shape(training: TrainingSpec) -> ModelShape:
-    """The transformer shape the plan was made for: its recorded shape, else its model spec."""
-    if training.shape:
-        return ModelShape.from_dict(training.shape, source="plan training.shape")
-    shape = resolve_shape(training.model_spec)
-    if shape is None:
-        raise InputError(f"cannot rebuild model {training.model_spec!r} from the plan: "
-                         "train_gpt.py needs a built-in name, a shape file or training.shape")
-    return shape
-
-
 def peak_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
@@ -87,7 +75,6 @@ def peak_memory_bytes(device: torch.device) -> int:
 def train(args: argparse.Namespace) -> None:
     plan = Plan.load(args.plan)
     layout, training = plan.layout, plan.training
-    shape = model_shape(training)
     if training.global_batch != layout.global_batch:
         raise LayoutError(f"plan global batch {training.global_batch} != dp*mbs*num_microbatches "
                           f"{layout.global_batch}")
@@ -100,7 +87,8 @@ def train(args: argparse.Namespace) -> None:
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # set by torchrun
     init_process_group("nccl" if use_cuda else "gloo")  # prefixes the store by torchrun's restart count
-    model = build_model(shape, seed=args.seed)
+    model = build_model_from_spec(training.model_spec, training.shape, seed=args.seed)  # any model spec
+    vocab = model_vocab(model)
     # Refuses a plan that does not fit this launch, before any collective.
     par = parallelize(model, plan, precision=args.precision)
     opt_cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
@@ -122,7 +110,7 @@ def train(args: argparse.Namespace) -> None:
         if step == args.fail_at_step and first_attempt and dist.get_rank() == 1:
             print(f"rank 1: injected failure at step {step}", file=sys.stderr, flush=True)
             os._exit(1)
-        tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, shape.vocab, args.seed)
+        tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, vocab, args.seed)
         t0 = time.perf_counter()
         pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
         opt.step()  # while the loss is all-reduced

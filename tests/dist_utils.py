@@ -107,18 +107,26 @@ def even_stages(n_layers: int, chunks: int) -> list[list[str]]:
 def reference_run(shape: dict, *, global_batch: int, steps: int, lr: float, seed: int
                   ) -> tuple[list[float], dict[str, Any]]:
     """One process, full global batch, SGD: ``(loss per step, gradients of step 0 by name)``."""
+    from autoplan.models.transformer import ModelShape, build_model
+
+    s = ModelShape.from_dict(shape)
+    return train_reference(build_model(s, seed=seed), vocab=s.vocab, seq_len=s.seq_len, global_batch=global_batch,
+                           steps=steps, lr=lr, seed=seed)
+
+
+def train_reference(model: Any, *, vocab: int, seq_len: int, global_batch: int, steps: int, lr: float, seed: int
+                    ) -> tuple[list[float], dict[str, Any]]:
+    """Train ``model`` (any unit model) in this process on the full global batch with SGD:
+    ``(loss per step, gradients of step 0 by name)``."""
     import torch
 
     from autoplan.execute.apply import token_cross_entropy
     from autoplan.execute.data import synthetic_batch
-    from autoplan.models.transformer import ModelShape, build_model
 
-    s = ModelShape.from_dict(shape)
-    model = build_model(s, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses, grads = [], {}
     for step in range(steps):
-        tokens, labels = synthetic_batch(step, global_batch, s.seq_len, s.vocab, seed)
+        tokens, labels = synthetic_batch(step, global_batch, seq_len, vocab, seed)
         loss = token_cross_entropy(model(tokens), labels)
         loss.backward()
         losses.append(loss.item())

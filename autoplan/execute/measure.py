@@ -28,25 +28,24 @@ from autoplan.execute.apply import parallelize
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.memory import LiveTensorTracker, state_tensors
 from autoplan.jsonio import write_json_atomic
-from autoplan.models.shapes import shape_for_training
-from autoplan.models.transformer import build_model
+from autoplan.models.registry import build_model_from_spec, model_vocab
 from autoplan.plan.plan import Plan
 
 
 def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
     layout, training = plan.layout, plan.training
-    shape = shape_for_training(training.model_spec, training.shape)
     use_cuda = torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if use_cuda else "gloo")
-    model = build_model(shape, seed=seed)
+    model = build_model_from_spec(training.model_spec, training.shape, seed=seed)   # any model spec
+    vocab = model_vocab(model)
     par = parallelize(model, plan)
     opt_cls = torch.optim.AdamW if training.optimizer == "adamw" else torch.optim.SGD
     opt = opt_cls(par.parameters(), lr=1e-3 if training.optimizer == "adamw" else 0.01)
 
     def one_step(i: int) -> float:
-        tokens, labels = synthetic_batch(i, layout.global_batch, training.seq_len, shape.vocab, seed)
+        tokens, labels = synthetic_batch(i, layout.global_batch, training.seq_len, vocab, seed)
         loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))
         opt.step()
         opt.zero_grad(set_to_none=True)

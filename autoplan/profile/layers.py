@@ -41,6 +41,7 @@ Run::
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import math
 import platform
@@ -57,10 +58,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autoplan.errors import InputError
+from autoplan.models.registry import (
+    UnitKind,
+    build_model_from_spec,
+    is_unit_model_spec,
+    model_seq_len,
+    model_tp_plan,
+    model_vocab,
+    sample_tokens,
+    tp_divisors_ok,
+    tp_rank_unit,
+    unit_inputs,
+    unit_kinds,
+)
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, resolve_shape
+from autoplan.models.units import unit_module
 from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE, Block, Head, tp_degrees_allowed
 from autoplan.profile.analytic import forward_flops_per_sample, layer_chain
-from autoplan.profile.formats import LayerKindProfile, LayerTiming, ModelProfile
+from autoplan.profile.formats import LayerInfo, LayerKindProfile, LayerTiming, ModelProfile
 
 LAYER_KINDS = ("embed", "block", "head")
 PRECISION_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -156,10 +171,13 @@ class _LayerCase:
     inputs: tuple[torch.Tensor, ...]
     upstream_grad: torch.Tensor | None
     """fixed gradient of the output for ``backward``; ``None`` when the forward returns a loss"""
+    with_loss: bool = False
+    """inputs are ``(x, targets)`` and the forward ends in the token cross-entropy (a model's last
+    unit); always so for the reference ``Head``"""
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(tensor to call backward on, the module's output tensor)."""
-        if isinstance(self.module, Head):
+        if self.with_loss or isinstance(self.module, Head):
             x, targets = self.inputs
             logits = self.module(x)                                          # [b, s, V]
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
@@ -309,6 +327,21 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
     return forward_s, statistics.median(bwd_samples)
 
 
+def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: int) -> LayerTiming:
+    """Every figure of one layer case: forward/backward time, saved-activation and output bytes."""
+    fwd_s, bwd_s = time_forward_backward(case, settings)
+    holder: dict[str, torch.Tensor] = {}
+
+    def run() -> torch.Tensor:
+        root, out = case.forward()
+        holder["out"] = out
+        return root
+    saved = saved_activation_bytes(run, list(case.module.parameters()))
+    out_bytes = holder["out"].numel() * holder["out"].element_size()
+    return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
+                       output_bytes=out_bytes)
+
+
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
                                settings: TimingSettings) -> float:
     """Median seconds of one ``step()`` of the optimizer over ``params`` (given random
@@ -369,6 +402,30 @@ def _check_positive_ints(name: str, values: tuple[int, ...] | list[int]) -> list
     return vals
 
 
+def _check_settings(device: str, precision: str, mbs_list: tuple[int, ...], tp_list: tuple[int, ...], warmup: int,
+                    repeats: int) -> tuple[torch.device, torch.dtype, list[int], list[int]]:
+    """(device, dtype, sorted micro-batch sizes, sorted TP degrees with 1 always in); InputError on bad values."""
+    dev = _resolve_device(device)
+    if precision not in PRECISION_DTYPES:
+        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    mbs_vals = _check_positive_ints("mbs_list", mbs_list)
+    tp_vals = _check_positive_ints("tp_list", tp_list)
+    if 1 not in tp_vals:
+        tp_vals = [1] + tp_vals                  # t=1 is always needed (embed, head, param counts)
+    if warmup < 0 or repeats < 1:
+        raise InputError(f"warmup must be >= 0 and repeats >= 1 (got {warmup}, {repeats})")
+    return dev, PRECISION_DTYPES[precision], mbs_vals, tp_vals
+
+
+def _environment(dev: torch.device, n_threads: int, warmup: int, repeats: int, **extra: object) -> dict:
+    """Where and how a model profile was measured."""
+    return {"torch": torch.__version__, "python": platform.python_version(),
+            "device": device_name(dev), "device_type": dev.type, "threads": n_threads,
+            "hostname": socket.gethostname(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "warmup": warmup, "repeats": repeats, "statistic": "median",
+            "tp_measurement": "one TP rank's compute, no communication, no sequence parallel", **extra}
+
+
 def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
                   seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
                   threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
@@ -379,23 +436,21 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     and head at t=1 only); ``seq_len`` defaults to the shape's; ``threads`` fixes torch's thread
     count while measuring (default: leave it); ``precision`` is the dtype of parameters and
     activations (fp32 on CPU); ``progress`` is called after each measured (kind, mbs, tp) and
-    after the optimizer measurement."""
+    after the optimizer measurement.
+
+    ``hf:NAME`` and ``path/file.py:factory`` specs are built and measured unit kind by unit kind
+    (:func:`profile_unit_model`)."""
+    if is_unit_model_spec(spec):
+        return profile_unit_model(spec, mbs_list=mbs_list, tp_list=tp_list, seq_len=seq_len, device=device,
+                                  warmup=warmup, repeats=repeats, threads=threads, precision=precision,
+                                  optimizer_min_params=optimizer_min_params, progress=progress)
     shape = resolve_model_shape(spec)
-    dev = _resolve_device(device)
-    if precision not in PRECISION_DTYPES:
-        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
-    dtype = PRECISION_DTYPES[precision]
-    mbs_vals = _check_positive_ints("mbs_list", mbs_list)
-    tp_vals = _check_positive_ints("tp_list", tp_list)
-    if 1 not in tp_vals:
-        tp_vals = [1] + tp_vals                  # t=1 is always needed (embed, head, param counts)
+    dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
     for t in tp_vals:
         check_tp_degree(shape, t)
     s = shape.seq_len if seq_len is None else seq_len
     if not isinstance(s, int) or s < 1:
         raise InputError(f"seq_len must be a positive integer, got {s!r}")
-    if warmup < 0 or repeats < 1:
-        raise InputError(f"warmup must be >= 0 and repeats >= 1 (got {warmup}, {repeats})")
     settings = TimingSettings(device=dev, warmup=warmup, repeats=repeats)
 
     points = [(kind, mbs, tp) for kind in LAYER_KINDS for tp in tp_vals for mbs in mbs_vals
@@ -405,17 +460,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
             case = _make_case(kind, shape, tp, mbs, s, dev, dtype)
-            params = list(case.module.parameters())
-            fwd_s, bwd_s = time_forward_backward(case, settings)
-            holder: dict[str, torch.Tensor] = {}
-
-            def run() -> torch.Tensor:
-                root, out = case.forward()
-                holder["out"] = out
-                return root
-            saved = saved_activation_bytes(run, params)
-            out_bytes = holder["out"].numel() * holder["out"].element_size()
-            del holder
+            timing = measure_case(case, settings, mbs=mbs, tp=tp)
             if kind not in kinds:
                 full = case.module if tp == 1 else build_layer(kind, shape, 1)
                 kinds[kind] = LayerKindProfile(
@@ -423,8 +468,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
                     param_bytes=sum(p.numel() for p in full.parameters()) * torch.empty((), dtype=dtype).element_size(),
                     tp_shardable=(kind == "block"), timings=[],
                     flops_per_sample=forward_flops_per_sample(kind, shape, s))
-            kinds[kind].timings.append(LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s,
-                                                   saved_activation_bytes=saved, output_bytes=out_bytes))
+            kinds[kind].timings.append(timing)
             if progress is not None:
                 progress(ProgressEvent(what=f"{kind} mbs={mbs} tp={tp}", done=done, total=total))
 
@@ -433,14 +477,8 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
             progress(ProgressEvent(what="optimizer step", done=total, total=total))
 
     layers, edges = layer_chain(shape)
-    environment = {
-        "torch": torch.__version__, "python": platform.python_version(),
-        "device": device_name(dev), "device_type": dev.type, "threads": n_threads,
-        "hostname": socket.gethostname(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "warmup": warmup, "repeats": repeats, "statistic": "median",
-        "tp_measurement": "one TP rank's compute, no communication, no sequence parallel",
-        "head_measurement": "Head + cross-entropy loss, backward from the loss",
-    }
+    environment = _environment(dev, n_threads, warmup, repeats,
+                               head_measurement="Head + cross-entropy loss, backward from the loss")
     return ModelProfile(model_spec=spec, shape=shape.to_dict(), precision=precision, seq_len=s,
                         layers=layers, edges=edges, kinds=kinds, environment=environment,
                         optimizer_step_s_per_param=adamw_s, optimizer_step_s_per_param_sgd=sgd_s,
@@ -455,6 +493,114 @@ def _measure_optimizers(shape: ModelShape, device: torch.device, dtype: torch.dt
     copies = max(1, math.ceil(min_params / per_block))
     params = [p.detach().clone().requires_grad_(True)
               for _ in range(copies) for p in Block(shape).to(device=device, dtype=dtype).parameters()]
+    adamw = optimizer_step_s_per_param(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), settings)
+    sgd = optimizer_step_s_per_param(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), settings)
+    return adamw, sgd
+
+
+# --------------------------------------------------------------------------------------------
+# any unit model (hf:NAME, path/file.py:factory)
+# --------------------------------------------------------------------------------------------
+
+def _unit_case(model: nn.Module, kind: UnitKind, tp: int, inputs: torch.Tensor, vocab: int,
+               device: torch.device, dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+    """The measured case of ``kind`` at TP degree ``tp`` on ``inputs`` (its real input at this mbs)."""
+    plan = model_tp_plan(model)
+    module = unit_module(model, kind.units[0])
+    module = tp_rank_unit(module, plan, tp) if plan is not None and tp > 1 else copy.deepcopy(module)
+    module = module.to(device=device, dtype=dtype)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = inputs.to(device)
+    if x.is_floating_point():
+        x = x.to(dtype).requires_grad_(True)                 # a pipeline stage needs dL/dx
+    if kind.computes_loss:
+        targets = torch.randint(vocab, tuple(x.shape[:2]), generator=g).to(device)
+        return _LayerCase(module, (x, targets), None, with_loss=True)
+    with torch.no_grad():
+        out = module(x)
+    grad = torch.randn(out.shape, generator=g).to(device=device, dtype=out.dtype)
+    return _LayerCase(module, (x,), grad)
+
+
+def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
+                       seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
+                       threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
+                       progress: ProgressCallback | None = None, seed: int = 0) -> ModelProfile:
+    """Measure any unit model (built by :func:`autoplan.models.registry.build_model_from_spec`).
+
+    Units that are structurally equal are one kind, measured once on the first of them
+    (:func:`autoplan.models.registry.unit_kinds`: ``embed``, ``head``, ``block``, ``block_1``, ...);
+    each is fed the input it really receives in the model (tokens for the first unit); the last unit
+    is measured with the token cross-entropy of its output (as ``head`` is). TP degrees > 1 are
+    measured for blocks that hold every layer of the model's ``tp_plan`` (one rank's slices, see
+    :func:`autoplan.models.registry.tp_rank_unit`); a TP degree that does not divide the heads or a
+    TP layer's split dimension is an InputError. The profile records ``spec`` and, for models with
+    a transformer shape (``hf:``), that shape, so the planner can check TP degrees."""
+    dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
+    model = build_model_from_spec(spec, None, seed).eval()    # eval: no dropout while measuring
+    vocab, max_s = model_vocab(model), model_seq_len(model)
+    s = max_s if seq_len is None else seq_len
+    if not isinstance(s, int) or not 1 <= s <= max_s:
+        raise InputError(f"seq_len must be an integer in 1..{max_s} (the model's seq_len), got {s!r}")
+    kinds_list = unit_kinds(model)
+    shardable = [k for k in kinds_list if k.tp_shardable]
+    for t in tp_vals:
+        if t > 1 and (not shardable or not all(tp_divisors_ok(model, k, t) for k in shardable)):
+            raise InputError(f"TP degree {t} is not possible for {spec!r}: "
+                             + ("the model has no tp_plan its blocks hold" if not shardable else
+                                "it does not divide the heads or the split width of a TP layer"))
+    settings = TimingSettings(device=dev, warmup=warmup, repeats=repeats)
+    points = [(kind, mbs, tp) for kind in kinds_list for tp in tp_vals for mbs in mbs_vals
+              if kind.tp_shardable or tp == 1]
+    total = len(points) + 1
+    measured_units = [k.units[0] for k in kinds_list]
+    inputs_by_mbs = {mbs: unit_inputs(model, measured_units, sample_tokens(vocab, mbs, s, seed))
+                     for mbs in mbs_vals}
+    shape = getattr(model, "shape", None)
+    elem = torch.empty((), dtype=dtype).element_size()
+    kinds: dict[str, LayerKindProfile] = {}
+    with _quiet_process(threads) as n_threads:
+        for done, (kind, mbs, tp) in enumerate(points, start=1):
+            case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed)
+            timing = measure_case(case, settings, mbs=mbs, tp=tp)
+            if kind.name not in kinds:
+                n_params = sum(p.numel() for p in unit_module(model, kind.units[0]).parameters())
+                flops = forward_flops_per_sample(kind.name, shape, s) \
+                    if isinstance(shape, ModelShape) and kind.name in LAYER_KINDS else 0.0
+                kinds[kind.name] = LayerKindProfile(param_count=n_params, param_bytes=n_params * elem,
+                                                    tp_shardable=kind.tp_shardable, timings=[],
+                                                    flops_per_sample=flops)
+            kinds[kind.name].timings.append(timing)
+            if progress is not None:
+                progress(ProgressEvent(what=f"{kind.name} mbs={mbs} tp={tp}", done=done, total=total))
+
+        biggest = max(kinds_list, key=lambda k: sum(p.numel() for p in unit_module(model, k.units[0]).parameters()))
+        template = [p.detach().to(device=dev, dtype=dtype) for p in unit_module(model, biggest.units[0]).parameters()]
+        adamw_s, sgd_s = _measure_optimizers_over(template, settings, optimizer_min_params)
+        if progress is not None:
+            progress(ProgressEvent(what="optimizer step", done=total, total=total))
+
+    kind_of = {u: k.name for k in kinds_list for u in k.units}
+    layers = [LayerInfo(name, kind_of[name]) for name in model.unit_names()]
+    edges = [(a.name, b.name) for a, b in zip(layers, layers[1:])]
+    environment = _environment(dev, n_threads, warmup, repeats, model_class=type(model).__name__,
+                               kinds={k.name: list(k.units) for k in kinds_list},
+                               head_measurement="last unit + cross-entropy loss, backward from the loss")
+    shape_dict = None
+    if isinstance(shape, ModelShape):
+        shape_dict = {**shape.to_dict(), "seq_len": s}
+    return ModelProfile(model_spec=spec, shape=shape_dict, precision=precision, seq_len=s,
+                        layers=layers, edges=edges, kinds=kinds, environment=environment,
+                        optimizer_step_s_per_param=adamw_s, optimizer_step_s_per_param_sgd=sgd_s,
+                        source="measured")
+
+
+def _measure_optimizers_over(template: list[torch.Tensor], settings: TimingSettings,
+                             min_params: int) -> tuple[float, float]:
+    """(AdamW, SGD) seconds per parameter per step over copies of ``template`` (at least ``min_params``)."""
+    per_copy = max(1, sum(p.numel() for p in template))
+    copies = max(1, math.ceil(min_params / per_copy))
+    params = [p.clone().requires_grad_(True) for _ in range(copies) for p in template]
     adamw = optimizer_step_s_per_param(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), settings)
     sgd = optimizer_step_s_per_param(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), settings)
     return adamw, sgd

@@ -1,0 +1,269 @@
+"""One place that turns any model spec into a model, and tells the profiler what it needs.
+
+Model specs (DESIGN.md "SPEC forms")::
+
+    gpt-tiny, llama3-8b, ...      built-in transformer shape      -> reference Transformer
+    shape.json                    a transformer-shape JSON file    -> reference Transformer
+    hf:gpt2-tiny, hf:llama, ...   Hugging Face config, random init -> autoplan.models.hf adapters
+    path/to/file.py:factory       a user factory                   -> autoplan.models.factory
+
+Every model built here follows the unit-model protocol (:mod:`autoplan.models.units`), is on CPU in
+fp32, and is initialised deterministically from ``seed``, so each rank of a job (and a plan made
+from a profile of the spec) rebuilds the same model.
+
+For the profiler: :func:`unit_kinds` groups units that are structurally equal (same class, same
+parameter names and shapes, same role: token input / loss output) so identical blocks are measured
+once; :func:`unit_inputs` gives each unit a real input (tokens for the first unit, the hidden states
+the model actually produces for later ones).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import torch
+import torch.nn as nn
+
+from autoplan.errors import InputError
+from autoplan.models.factory import build_factory_model, is_factory_spec
+from autoplan.models.hf import build_hf_model, hf_shape, is_hf_spec
+from autoplan.models.shapes import ModelShape, resolve_shape, shape_for_training
+from autoplan.models.transformer import TensorParallelPlan, build_model
+from autoplan.models.units import unit_module
+
+if TYPE_CHECKING:
+    from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+
+def is_unit_model_spec(spec: str) -> bool:
+    """``hf:NAME`` or ``path/file.py:factory``: a spec whose model is built (and profiled by measuring
+    its units), rather than a transformer shape."""
+    return is_hf_spec(spec) or is_factory_spec(spec)
+
+
+def build_model_from_spec(spec: str, shape: dict | None = None, seed: int = 0) -> nn.Module:
+    """The model of ``spec`` on CPU in fp32, initialised from ``seed``.
+
+    ``shape`` is a plan's recorded transformer shape (``training.shape``): it rebuilds a reference
+    transformer; for ``hf:``/factory specs the spec alone defines the model and ``shape`` is only
+    checked against it."""
+    if is_hf_spec(spec):
+        model = build_hf_model(spec, seed)
+        _check_recorded_shape(spec, model.shape, shape)
+        return model
+    if is_factory_spec(spec):
+        return build_factory_model(spec, seed)
+    model = build_model(shape_for_training(spec, shape), seed=seed)
+    model.spec = spec
+    return model
+
+
+def _check_recorded_shape(spec: str, actual: ModelShape, recorded: dict | None) -> None:
+    if not recorded:
+        return
+    keys = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+    diff = [f"{k} {recorded[k]} != {getattr(actual, k)}" for k in keys if k in recorded
+            and recorded[k] != getattr(actual, k)]
+    if diff:
+        raise InputError(f"the plan's shape does not match {spec!r}: {', '.join(diff)}")
+
+
+def spec_shape(spec: str) -> ModelShape | None:
+    """The transformer shape of ``spec`` when it has one (built-in, shape JSON, ``hf:``), else None."""
+    if is_hf_spec(spec):
+        return hf_shape(spec)
+    if is_factory_spec(spec):
+        return None
+    return resolve_shape(spec)
+
+
+def _declared(model: nn.Module, attr: str, shape_field: str) -> int:
+    value = getattr(model, attr, None)
+    if value is None and isinstance(getattr(model, "shape", None), ModelShape):
+        value = getattr(model.shape, shape_field)
+    if value is None:
+        raise InputError(f"model {type(model).__name__} declares no {attr}")
+    return int(value)
+
+
+def model_vocab(model: nn.Module) -> int:
+    """Vocabulary size of a unit model (``vocab_size``, else its transformer shape's)."""
+    return _declared(model, "vocab_size", "vocab")
+
+
+def model_seq_len(model: nn.Module) -> int:
+    """Default training sequence length of a unit model (``seq_len``, else its shape's)."""
+    return _declared(model, "seq_len", "seq_len")
+
+
+def model_tp_plan(model: nn.Module) -> TensorParallelPlan | None:
+    """The model's tensor-parallel plan, or None when it has none (no TP)."""
+    plan = getattr(model, "tp_plan", None)
+    return plan if isinstance(plan, TensorParallelPlan) else None
+
+
+# --------------------------------------------------------------------------------------------
+# what the profiler needs
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UnitKind:
+    """Units that are the same computation: measured once."""
+
+    name: str
+    """kind name in the profile: ``embed``, ``head``, ``block`` (``block_1``, ... for further block kinds)"""
+    units: tuple[str, ...]
+    """the units of this kind, in model order; ``units[0]`` is the one measured"""
+    takes_tokens: bool
+    """the first unit: its input is the token ids"""
+    computes_loss: bool
+    """the last unit: measured with the token cross-entropy of its output"""
+    tp_shardable: bool
+    """a block that holds every layer of the model's TP plan"""
+
+
+def _signature(module: nn.Module) -> tuple:
+    params = tuple((n, tuple(p.shape), p.dtype) for n, p in module.named_parameters())
+    buffers = tuple((n, tuple(b.shape), b.dtype) for n, b in module.named_buffers())
+    classes = tuple(type(m).__qualname__ for m in module.modules())
+    return classes, params, buffers
+
+
+def _holds_plan(module: nn.Module, plan: TensorParallelPlan | None) -> bool:
+    if plan is None or not (plan.colwise or plan.rowwise):
+        return False
+    for path in (*plan.colwise, *plan.rowwise):
+        try:
+            sub = module.get_submodule(path)
+        except AttributeError:
+            return False
+        if not isinstance(sub, nn.Linear):
+            return False
+    return True
+
+
+def unit_kinds(model: nn.Module) -> list[UnitKind]:
+    """Units grouped by structural equality, in order of first appearance."""
+    names = model.unit_names()
+    if not names:
+        raise InputError("the model has no units")
+    plan = model_tp_plan(model)
+    groups: dict[tuple, list[str]] = {}
+    for i, name in enumerate(names):
+        role = (name if name in ("embed", "head") else "block", i == 0, i == len(names) - 1)
+        groups.setdefault((role, _signature(unit_module(model, name))), []).append(name)
+    kinds: list[UnitKind] = []
+    n_block_kinds = 0
+    for ((base, first, last), _), units in groups.items():
+        if base == "block":
+            kind_name = "block" if n_block_kinds == 0 else f"block_{n_block_kinds}"
+            n_block_kinds += 1
+        else:
+            kind_name = base
+        shardable = base == "block" and _holds_plan(unit_module(model, units[0]), plan)
+        kinds.append(UnitKind(kind_name, tuple(units), takes_tokens=first, computes_loss=last,
+                              tp_shardable=shardable))
+    return kinds
+
+
+def sample_tokens(vocab: int, mbs: int, seq_len: int, seed: int = 0) -> torch.Tensor:
+    """Random token ids ``[mbs, seq_len]`` (int64), reproducible from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(vocab, (mbs, seq_len), generator=g)
+
+
+@torch.no_grad()
+def unit_inputs(model: nn.Module, units: list[str], tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The input each of ``units`` receives when ``model`` runs on ``tokens`` ``[b, s]`` (detached copies)."""
+    wanted = set(units)
+    got: dict[str, torch.Tensor] = {}
+    handles = []
+    for name in model.unit_names():
+        if name not in wanted:
+            continue
+
+        def hook(_mod: nn.Module, args: tuple, name: str = name) -> None:
+            if not args or not isinstance(args[0], torch.Tensor):
+                raise InputError(f"unit {name!r} is not called with a tensor as its first argument")
+            got[name] = args[0].detach().clone()
+        handles.append(unit_module(model, name).register_forward_pre_hook(hook))
+    try:
+        model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    missing = wanted - set(got)
+    if missing:
+        raise InputError(f"units {sorted(missing)} did not run in the model's forward")
+    return got
+
+
+def tp_divisors_ok(model: nn.Module, kind: UnitKind, tp: int) -> bool:
+    """Whether ``tp`` divides the split dimension of every TP layer of ``kind`` (and the heads, when
+    the model has a transformer shape)."""
+    plan = model_tp_plan(model)
+    if tp == 1:
+        return True
+    if plan is None or not kind.tp_shardable:
+        return False
+    shape = getattr(model, "shape", None)
+    if isinstance(shape, ModelShape) and (shape.heads % tp or shape.kv_heads % tp):
+        return False
+    block = unit_module(model, kind.units[0])
+    return all(block.get_submodule(p).out_features % tp == 0 for p in plan.colwise) and \
+        all(block.get_submodule(p).in_features % tp == 0 for p in plan.rowwise)
+
+
+def _slice_linear(old: nn.Linear, out_features: int, in_features: int) -> nn.Linear:
+    new = nn.Linear(in_features, out_features, bias=old.bias is not None, device=old.weight.device,
+                    dtype=old.weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(old.weight[:out_features, :in_features])
+        if old.bias is not None:
+            new.bias.copy_(old.bias[:out_features])
+    return new
+
+
+def tp_rank_unit(module: nn.Module, plan: TensorParallelPlan, tp: int) -> nn.Module:
+    """A copy of ``module`` as one of ``tp`` tensor-parallel ranks holds it (rank 0's slices):
+    column-parallel linears keep ``out/tp`` output features (and their bias slice), row-parallel ones
+    ``in/tp`` input features (the bias whole); everything else is whole (TP without sequence parallel).
+    The module's forward must infer head counts from the projection widths (``view(..., -1, hd)``)."""
+    block = copy.deepcopy(module)
+    if tp == 1:
+        return block
+    for path, col in [(p, True) for p in plan.colwise] + [(p, False) for p in plan.rowwise]:
+        lin = block.get_submodule(path)
+        new = _slice_linear(lin, lin.out_features // tp if col else lin.out_features,
+                            lin.in_features if col else lin.in_features // tp)
+        owner, _, attr = path.rpartition(".")
+        setattr(block.get_submodule(owner) if owner else block, attr, new)
+    return block
+
+
+def unit_model_profile(spec: str, cluster: "ClusterProfile", *, precision: str, seq_len: int | None = None,
+                       progress: Callable | None = None) -> "ModelProfile":
+    """The planner's model profile of an ``hf:`` or factory spec (see :func:`is_unit_model_spec`).
+
+    On a catalogue cluster (hardware one does not have) an ``hf:`` transformer is profiled
+    analytically from its shape, its layers named as the adapter's units; a factory model has no
+    analytic profile there: profile it on the target device (``autoplan profile model``) and pass
+    the JSON. On a measured cluster the model is measured on this machine
+    (:func:`autoplan.profile.layers.profile_model`)."""
+    from autoplan.profile.analytic import analytic_model_profile
+    from autoplan.profile.layers import profile_model
+
+    if cluster.source == "catalogue":
+        shape = spec_shape(spec)
+        if shape is None:
+            raise InputError(f"model {spec!r} has no analytic profile for catalogue cluster {cluster.name!r}: "
+                             f"measure it on the target device (autoplan profile model --model {spec} "
+                             f"--device cuda --out model.json) and pass that JSON")
+        if seq_len is not None and seq_len != shape.seq_len:
+            shape = ModelShape(**{**shape.to_dict(), "seq_len": seq_len})
+        prof = analytic_model_profile(shape, cluster, precision=precision)
+        prof.model_spec = spec
+        return prof
+    return profile_model(spec, seq_len=seq_len, progress=progress)
