@@ -201,3 +201,24 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path):
     assert set(a["model"]) == set(b["model"]) and len(a["model"]) == len(list(build_model(TINY).parameters()))
     for k in a["model"]:
         torch.testing.assert_close(b["model"][k], a["model"][k], rtol=1e-6, atol=0)
+
+
+# -- the marker: no process group needed -------------------------------------------------------------
+
+def test_latest_marker_names_only_complete_checkpoints(tmp_path):
+    from autoplan.errors import InputError
+    from autoplan.execute.checkpoint import LATEST, read_latest
+
+    assert read_latest(tmp_path) is None                      # nothing saved yet: start from step 0
+    (tmp_path / "step_00000002").mkdir()
+    (tmp_path / "step_00000002" / ".metadata").write_bytes(b"x")
+    (tmp_path / "step_00000004").mkdir()                      # a save that died before its .metadata
+    (tmp_path / LATEST).write_text('{"step": 2, "dir": "step_00000002"}\n')
+    latest = read_latest(tmp_path)
+    assert latest is not None and latest.step == 2 and latest.path == tmp_path / "step_00000002"
+    (tmp_path / LATEST).write_text('{"step": 4, "dir": "step_00000004"}\n')
+    with pytest.raises(InputError, match="no complete DCP checkpoint"):
+        read_latest(tmp_path)
+    (tmp_path / LATEST).write_text("{not json")
+    with pytest.raises(InputError, match="malformed"):
+        read_latest(tmp_path)

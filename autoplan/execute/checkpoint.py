@@ -1,11 +1,10 @@
 """Save and restore a parallelized model and its optimizer with ``torch.distributed.checkpoint`` (DCP).
 
-    ckpt = CheckpointDir("runs/ckpt")
-    start = load(par, opt, ckpt.root) or 0        # steps already done; 0 when there is no checkpoint
+    start = load(par, opt, "runs/ckpt") or 0      # steps already done; 0 when there is no checkpoint
     for step in range(start, steps):
         ...
         if (step + 1) % every == 0 or step + 1 == steps:
-            save(par, opt, step + 1, ckpt.root)    # collective: every rank calls it
+            save(par, opt, step + 1, "runs/ckpt")     # collective: every rank calls it
 
 State dicts come from ``torch.distributed.checkpoint.state_dict.get_state_dict``, so every key is the
 unsplit model's name (``blocks.3.mlp.w1.weight``, ``state.blocks.3.mlp.w1.weight.exp_avg``) whatever
