@@ -90,6 +90,22 @@ def test_specs_and_shapes() -> None:
         build_model_from_spec("no/such/file.py:build")
     with pytest.raises(InputError, match="no function"):
         build_model_from_spec(f"{USER_MODEL}:nope")
+    with pytest.raises(InputError, match="TP degree 3"):
+        profile_model("hf:gpt2-tiny", tp_list=(3,))
+    with pytest.raises(InputError, match="seq_len"):
+        profile_model("hf:gpt2-tiny", seq_len=64)      # GPT-2 has 32 learned positions here
+    with pytest.raises(InputError, match="TP degree 2"):
+        profile_model(f"{USER_MODEL}:build_sequential", tp_list=(2,))   # no tp_plan
+
+
+def test_factory_sequential_needs_seq_len(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text("import torch.nn as nn\ndef make():\n    return nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 8))\n")
+    with pytest.raises(InputError, match="seq_len"):
+        build_model_from_spec(f"{f}:make")
+    f.write_text("def make():\n    return 3\n")
+    with pytest.raises(InputError, match="not an nn.Module"):
+        build_model_from_spec(f"{f}:make")
 
 
 def test_factory_models_and_kinds() -> None:

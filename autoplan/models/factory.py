@@ -61,9 +61,11 @@ class SequentialUnits(UnitModel):
 
 
 def _load_module(path: Path) -> object:
-    """Import ``path`` as a module of its own (a unique name per resolved path)."""
+    """Import ``path`` as a module of its own, once per (resolved path, file content): an edited file
+    is imported again."""
     resolved = path.resolve()
-    name = "autoplan_user_model_" + hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(str(resolved).encode() + b"\0" + resolved.read_bytes()).hexdigest()[:16]
+    name = "autoplan_user_model_" + digest
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)

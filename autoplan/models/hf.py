@@ -9,6 +9,11 @@ Spec forms (``autoplan ... --model hf:NAME``)::
     hf:NAME,key=value,...   overrides: layers, hidden, heads, kv_heads (Llama), ffn_hidden, vocab,
                             seq_len, or any attribute of the transformers config class
 
+The full-size ``hf:gpt2`` / ``hf:llama`` are for planning: on a catalogue cluster the planner uses
+their shape analytically without building them (see
+:func:`autoplan.models.registry.unit_model_profile`); measuring or training ``hf:llama`` builds the
+whole 6.7B-parameter model (about 27 GB in fp32).
+
 Every config is built with ``tie_word_embeddings=False`` (the embedding and the LM head may sit on
 different pipeline stages) and all dropout probabilities 0 (training is deterministic; the adapters
 hold no dropout modules). The model's default training sequence length ``seq_len`` is the number of
