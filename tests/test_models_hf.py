@@ -206,8 +206,8 @@ def _check(spec: str, plans: list[dict], per_rank: list[list[tuple[list[float], 
 
 CASES: list[tuple[str, tuple[int, ...], list[str]]] = [
     # (spec, TP degrees profiled, layouts fixed for the solver: the rest is solved)
-    ("hf:gpt2-tiny", (1, 2), ["tp=2,dp=2,sp=1", "pp=2,dp=2,schedule=1f1b"]),
-    ("hf:llama-tiny", (1, 2), ["tp=2,pp=2,sp=0", "pp=4,schedule=gpipe"]),
+    ("hf:gpt2-tiny", (1, 2), ["tp=2,dp=2,sp=1", "pp=2,dp=2,schedule=1f1b,recompute=full"]),
+    ("hf:llama-tiny", (1, 2), ["tp=2,pp=2,sp=0", "pp=4,schedule=gpipe,recompute=selective"]),
     (f"{USER_MODEL}:build", (1, 2), ["tp=2,dp=2"]),
     (f"{USER_MODEL}:build_sequential", (1,), ["pp=2,dp=2"]),
 ]
