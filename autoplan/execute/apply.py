@@ -184,9 +184,9 @@ class Parallelized:
     def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dist.Work]:
         """Run the step's micro-batches: ``(this rank's sum of micro-batch mean losses, its all-reduce)``.
 
-        The sum (0 off the last PP stage) is all-reduced in place over the world, asynchronously.
-        Without PP it is complete after the last forward, so its all-reduce starts then and runs
-        during the last backward; under PP it starts when the schedule ends.
+        The sum (0 off the last PP stage) is all-reduced in place over the world, asynchronously,
+        once the backward is done (started during the last backward it would compete with the DP
+        gradient reduction), so that it runs during the optimizer step.
         """
         n = self.layout.num_microbatches
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -196,11 +196,8 @@ class Parallelized:
                 if n > 1:
                     set_gradient_sync(runner, i == n - 1)
                 loss = self.loss_fn(runner(t), y)
-                loss_sum += loss.detach()
-                if i == n - 1:
-                    reduced = dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
                 (loss / n).backward()
-            return loss_sum, reduced
+                loss_sum += loss.detach()
         else:
             losses: list[torch.Tensor] = []
             args = (tokens,) if self.is_first_stage else ()
