@@ -23,7 +23,9 @@ profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers o
 app.add_typer(profile_app, name="profile")
 
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
-              "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len) or a model profile JSON")
+              "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len), a model profile JSON, "
+              "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights) "
+              "or path/file.py:factory")
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
@@ -192,6 +194,8 @@ def solve(
     time_limit: float = typer.Option(10.0, help="CBC time limit per placement ILP, seconds"),
     tp_across_nodes: bool = typer.Option(False, help="allow tensor parallel groups to span nodes"),
     preset: Optional[str] = typer.Option(None, help=PRESET_OPTION_HELP),
+    per_layer_recompute: bool = typer.Option(False, help="let the ILP choose each block's recompute mode per "
+                                                         "pipeline rank where uniform modes do not fit (slower)"),
 ) -> None:
     """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
     from autoplan.plan.api import make_problem, solve_problem
@@ -201,7 +205,8 @@ def solve(
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
-    opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes)
+    opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
+                         per_layer_recompute=per_layer_recompute)
     with _progress("solving", enabled=not as_json) as update:
         plan = solve_problem(pb, opts, progress=lambda d, t: update(d, t, ""))
     if out:

@@ -27,6 +27,9 @@ LAYOUTS = {
     "tp2xpp2": dict(tp=2, pp=2, mbs=2, num_microbatches=4, schedule="gpipe", stages=even_stages(4, 2)),
     "pp4-uneven": dict(pp=4, mbs=2, num_microbatches=4, schedule="1f1b",
                        stages=[["embed", "block.0"], ["block.1"], ["block.2", "block.3"], ["head"]]),
+    # per-block recompute modes, as the planner's per-layer recompute chooses them
+    "pp2xdp2-mixed-recompute": dict(dp=2, pp=2, mbs=1, num_microbatches=4, schedule="1f1b", stages=even_stages(4, 2),
+                                    recompute_layers={"block.0": "full", "block.1": "selective", "block.3": "full"}),
 }
 
 

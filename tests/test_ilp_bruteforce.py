@@ -74,3 +74,43 @@ def test_search_equals_brute_force(seed, formulation):
     # the returned layout really has the predicted cost
     again = evaluate(profile, cluster, got.best[0].layout, train)
     assert again.step_time_s == pytest.approx(expected, rel=1e-7) and again.fits
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_per_layer_recompute_equals_brute_force(seed):
+    """Memory just below what no recomputation needs: the ILP choosing each block's mode per rank
+    finds the best over every placement and every assignment of modes to blocks."""
+    rng = random.Random(100 + seed)
+    profile = random_model_profile(rng, n_blocks=rng.randint(2, 4))
+    cluster = random_cluster(rng, world=2, memory_bytes=2**40)
+    train = TrainingConfig(global_batch=4, optimizer="sgd")
+    names = profile.layer_names()
+    blocks = names[1:-1]
+
+    def layouts(modes_list):
+        for pp, s in ((1, "1f1b"), (2, "gpipe"), (2, "1f1b")):
+            for sizes in compositions(len(names), pp):
+                it = iter(names)
+                stages = [[next(it) for _ in range(k)] for k in sizes]
+                for modes in modes_list:
+                    yield Layout(dp=1, tp=1, pp=pp, mbs=1, num_microbatches=4, schedule=s, stages=stages,
+                                 recompute_layers=dict(zip(blocks, modes)))
+
+    none_need = min(evaluate(profile, cluster, lay, train).peak_memory_bytes
+                    for lay in layouts([("none",) * len(blocks)]))
+    cluster.device.memory_bytes = int(none_need * rng.uniform(0.8, 0.99))
+    best = math.inf
+    for lay in layouts(list(itertools.product(RECOMPUTE, repeat=len(blocks)))):
+        pred = evaluate(profile, cluster, lay, train)
+        if pred.fits:
+            best = min(best, pred.step_time_s)
+    opts = SearchOptions(fixed={"dp": 1, "tp": 1, "mbs": 1, "sp": 0}, per_layer_recompute=True,
+                         mixed_recompute_time_limit_s=30, prune_dominated=False, schedules=("gpipe", "1f1b"))
+    if math.isinf(best):
+        with pytest.raises(InfeasibleError):
+            search(profile, cluster, train, opts)
+        return
+    got = search(profile, cluster, train, opts).best[0]
+    assert got.predicted.step_time_s == pytest.approx(best, rel=1e-7)
+    again = evaluate(profile, cluster, got.layout, train)
+    assert again.fits and again.step_time_s == pytest.approx(best, rel=1e-7)

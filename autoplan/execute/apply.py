@@ -294,8 +294,9 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         if mesh.tp_enabled:
             apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=tp_plan.colwise, rowwise=tp_plan.rowwise,
                      sequence_parallel=bool(layout.sp), sp_norms=tp_plan.sp_norms, sp_gather=tp_plan.sp_gather)
-        if layout.recompute != "none":
-            apply_recompute(chunk.blocks, mode=layout.recompute)
+        per_block = {k.split(".", 1)[1]: m for k, m in layout.recompute_layers.items() if k.startswith("block.")}
+        if layout.recompute != "none" or per_block:
+            apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
         if mesh.dp_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
                                     pipelined=mesh.pp_enabled, param_dtype=low).runner)

@@ -57,10 +57,11 @@ def wrap_block(block: nn.Module, mode: str) -> nn.Module:
     raise ValueError(f"unknown recompute mode {mode!r}")
 
 
-def apply_recompute(blocks: nn.ModuleDict, *, mode: str) -> None:
-    """Replace every block of ``blocks`` (in place) by its recompute wrapper."""
+def apply_recompute(blocks: nn.ModuleDict, *, mode: str, per_block: dict[str, str] | None = None) -> None:
+    """Replace every block of ``blocks`` (in place) by its recompute wrapper: ``per_block`` maps a
+    block's key (``"3"`` for ``block.3``) to its own mode, the others get ``mode``."""
     for key in list(blocks.keys()):
-        blocks[key] = wrap_block(blocks[key], mode)
+        blocks[key] = wrap_block(blocks[key], (per_block or {}).get(key, mode))
 
 
 def canonical_name(name: str) -> str:

@@ -171,8 +171,11 @@ def _block_fractions(profile: ModelProfile) -> tuple[float, float, float]:
 
 
 def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
-                train: TrainingConfig) -> dict[str, LayerCost]:
-    """Coefficients of every layer for the outer part of ``layout`` (stages are ignored)."""
+                train: TrainingConfig, recompute: str | None = None) -> dict[str, LayerCost]:
+    """Coefficients of every layer for the outer part of ``layout`` (stages are ignored), every
+    layer recomputed with ``recompute`` (default: ``layout.recompute``; per-layer overrides in
+    ``layout.recompute_layers`` are applied by :func:`costs_for_layout`)."""
+    mode = recompute or layout.recompute
     dp, tp, pp, mbs = layout.dp, layout.tp, layout.pp, layout.mbs
     tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
     w_b, g_b, o_b = train.state_bytes_per_param()
@@ -196,10 +199,10 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         else:
             act = full_act / shard
         recompute = 0.0
-        if layout.recompute == "selective" and is_block:
+        if mode == "selective" and is_block:
             act *= (1 - score_frac)
             recompute = fwd * attn_flop_frac
-        elif layout.recompute == "full" and is_block:
+        elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
             recompute = fwd
         # Megatron TP: two all-reduces of the block output in forward and two in backward
@@ -207,7 +210,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         # the forward pair.
         tp_comm = 0.0
         if shard > 1:
-            n_ar = 4 + (2 if layout.recompute == "full" and is_block else 0)
+            n_ar = 4 + (2 if mode == "full" and is_block else 0)
             tp_comm = n_ar * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
         p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
         params = kind.param_count / shard
@@ -274,7 +277,7 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
         extra += 2 * max(c.weight_bytes_unsharded for c in costs.values())
     if fsdp and layout.num_microbatches == 1:
         extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
-    if layout.recompute == "full":
+    if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
     # backward holds the gradient of a layer's output while it computes the layer's input
     # gradient: the largest output (the logits) bounds that
@@ -314,11 +317,24 @@ def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) ->
     return out
 
 
+def costs_for_layout(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+                     costs: dict[str, LayerCost] | None = None) -> dict[str, LayerCost]:
+    """Per-layer coefficients with each layer's own recompute mode (``layout.recompute_layers``)."""
+    costs = costs or layer_costs(profile, cluster, layout, train)
+    if not layout.recompute_layers:
+        return costs
+    by_mode = {m: layer_costs(profile, cluster, layout, train, recompute=m)
+               for m in set(layout.recompute_layers.values()) - {layout.recompute}}
+    by_mode[layout.recompute] = costs
+    return {n: by_mode[layout.recompute_of(n)][n] for n in costs}
+
+
 def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
              costs: dict[str, LayerCost] | None = None) -> Prediction:
-    """Predicted step time and memory of a complete layout (stages given)."""
+    """Predicted step time and memory of a complete layout (stages given). ``costs``, if given,
+    are :func:`layer_costs` for ``layout`` (per-layer recompute overrides are added here)."""
     check_stages(profile, layout)
-    costs = costs or layer_costs(profile, cluster, layout, train)
+    costs = costs_for_layout(profile, cluster, layout, train, costs)
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     where = {n: j for j, st in enumerate(layout.stages) for n in st}
     tau = [0.0] * p

@@ -59,18 +59,21 @@ from autoplan.plan.plan import Layout
 
 # LayerCost fields that enter the ILP (everything but the name)
 _COEFFS = tuple(f.name for f in fields(LayerCost))
+GIB = float(2**30)
 
 
 @dataclass
 class PlacementResult:
     status: str
-    """optimal | feasible (time limit hit with a solution) | infeasible"""
+    """optimal | feasible (time limit hit with a solution) | timeout (hit with none) | infeasible"""
     stages: list[list[str]]
     objective: float
     """predicted step time (s), or peak memory (bytes) with objective='memory'"""
     bound: float
     """a proven lower bound on the objective"""
     wall_s: float
+    recompute_layers: dict[str, str] | None = None
+    """per-layer recompute modes, when the ILP chose them"""
 
 
 def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
@@ -89,8 +92,10 @@ def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
 class PlacementILP:
     """Shared objective and constraint families; subclasses supply q(j), q(b) and the stages."""
 
-    def __init__(self, graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time"):
+    def __init__(self, graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
+                 mode_costs: dict[str, dict[str, LayerCost]] | None = None):
         self.g = graph
+        self.mode_costs = mode_costs
         self.layout = layout
         self.order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["index"])
         self.cost: dict[str, LayerCost] = {n: graph.nodes[n]["cost"] for n in self.order}
@@ -105,7 +110,7 @@ class PlacementILP:
         self.T = self.var("T_bottleneck_s", 0)
         self.D = self.var("D_dp_sync_s", 0)
         self.O = self.var("O_optimizer_s", 0)
-        self.Z = self.var("Z_peak_memory_bytes", 0)
+        self.Z = self.var("Z_peak_memory_GiB", 0)
         self.extra = transient_bytes(self.cost, layout)
         self.tau: dict[int, pulp.LpAffineExpression] = {}
         self.add_structure()
@@ -167,11 +172,13 @@ class PlacementILP:
                 + self.rank_send(r, "out_bytes") + self.rank_recv(r, "out_bytes") + self.extra)
 
     def add_memory(self) -> None:
+        # rows are scaled to units of GiB: byte-sized coefficients (1e10) next to second-sized ones
+        # (1e-3) make CBC's heuristics miss integer solutions
         for r in range(self.p):
             if self.objective == "memory":
-                self.prob += self.Z >= self.memory_expr(r), f"memory_r{r}"
+                self.prob += self.Z >= self.memory_expr(r) * (1.0 / GIB), f"memory_r{r}"
             else:
-                self.prob += self.memory_expr(r) <= self.M, f"memory_r{r}"
+                self.prob += self.memory_expr(r) * (1.0 / GIB) <= self.M / GIB, f"memory_r{r}"
 
     def set_objective(self) -> None:
         if self.objective == "memory":
@@ -187,18 +194,34 @@ class PlacementILP:
         wall = time.perf_counter() - t0
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             return PlacementResult("infeasible", [], math.inf, math.inf, wall)
-        obj = float(pulp.value(self.prob.objective))
+        if any(v.cat == pulp.LpInteger and abs((v.value() or 0) - round(v.value() or 0)) > 1e-6
+               for v in self.prob.variables()):
+            # CBC stopped at its time limit before finding an integer solution
+            return PlacementResult("timeout", [], math.inf, self._lp_bound(), wall)
+        obj = float(pulp.value(self.prob.objective)) * (GIB if self.objective == "memory" else 1.0)
         optimal = self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal"
+        stages = self.stages()                      # read the solution before any other solve
+        modes = self.recompute_layers(stages)
         bound = obj if optimal else self._lp_bound()
-        return PlacementResult("optimal" if optimal else "feasible", self.stages(), obj, bound, wall)
+        return PlacementResult("optimal" if optimal else "feasible", stages, obj, bound, wall, recompute_layers=modes)
+
+    def recompute_layers(self, stages: list[list[str]]) -> dict[str, str] | None:
+        """Per-layer modes, for formulations that choose them."""
+        return None
 
     def _lp_bound(self) -> float:
-        """The LP relaxation's optimum: a valid lower bound when CBC stopped at its time limit."""
-        relaxed = self.prob.deepcopy()
-        for var in relaxed.variables():
+        """The LP relaxation's optimum: a valid lower bound when CBC stopped at its time limit.
+        (Solves this problem relaxed, then restores the variables' kinds; their values are the
+        relaxation's afterwards.)"""
+        cats = {v.name: v.cat for v in self.prob.variables()}
+        for var in self.prob.variables():
             var.cat = pulp.LpContinuous
-        relaxed.solve(_cbc(None, None))
-        return float(pulp.value(relaxed.objective))
+        try:
+            self.prob.solve(_cbc(None, None))
+            return float(pulp.value(self.prob.objective)) * (GIB if self.objective == "memory" else 1.0)
+        finally:
+            for var in self.prob.variables():
+                var.cat = cats[var.name]
 
     def write_lp(self, path: str) -> None:
         """Dump the model in LP format (every constraint named) for inspection."""
@@ -302,17 +325,20 @@ class TiedChainILP(PlacementILP):
     """A chain ``first, N identical blocks, last``: only how many blocks each rank holds matters.
 
     Under the cost model a rank's time and memory depend on the multiset of layers it holds, so
-    the variables are n[r] (blocks on rank r) and two binaries: z0 (chunk 0 holds only the first
-    layer), z1 (chunk S-1 holds only the last). Every other chunk holds at least one block::
+    the variables are n[r,c] (blocks on rank r recomputed with mode c; one mode unless the ILP
+    chooses recomputation per layer) and two binaries: z0 (chunk 0 holds only the first layer),
+    z1 (chunk S-1 holds only the last). Every other chunk holds at least one block::
 
-        blocks        sum_r n[r] = N
-        nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]
+        blocks        sum_{r,c} n[r,c] = N,            n[r] = sum_c n[r,c]
+        nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]          (0 when S = 1)
         alone_0/1     (vp = 1 only) n[0] <= N*(1 - z0),  n[pp-1] <= N*(1 - z1)
-        rank sums     q(r) = n[r]*q_block + [r = 0]*q_first + [r = pp-1]*q_last
+        rank sums     q(r) = sum_c n[r,c]*q_block(c) + [r = 0]*q_first + [r = pp-1]*q_last
         boundaries    every boundary sends a block's output, except boundary 0 when z0 (first's)
+        full_used     sum_r n[r,full] <= N*u      (u adds the full-recompute workspace)
 
     Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
-    optimum equals the assignment and cut formulations' (tests check all three)."""
+    optimum equals the assignment and cut formulations' (tests check all three; per-layer modes
+    against brute force over every mode assignment)."""
 
     @staticmethod
     def applies(order: list[str], cost: dict[str, LayerCost], g: nx.DiGraph) -> bool:
@@ -324,44 +350,61 @@ class TiedChainILP(PlacementILP):
     def add_structure(self) -> None:
         if not self.applies(self.order, self.cost, self.g):
             raise ValueError("TiedChainILP needs a chain first, N identical layers, last")
-        self.first, self.block, self.last = self.cost[self.order[0]], self.cost[self.order[1]], self.cost[self.order[-1]]
+        self.first, self.last = self.cost[self.order[0]], self.cost[self.order[-1]]
         self.N = len(self.order) - 2
-        self.n = {r: self.var(f"n_{r}", 0, self.N, cat=pulp.LpInteger) for r in range(self.p)}
+        mid = self.order[1]
+        if self.mode_costs:
+            self.modes = [m for m in ("full", "selective", "none") if m in self.mode_costs]
+            self.block = {m: self.mode_costs[m][mid] for m in self.modes}
+        else:
+            self.modes = [self.layout.recompute]
+            self.block = {self.layout.recompute: self.cost[mid]}
+        self.n = {(r, c): self.var(f"n_{r}_{c}", 0, self.N, cat=pulp.LpInteger)
+                  for r in range(self.p) for c in self.modes}
         self.z0 = self.var("z0_first_alone", 0, 1, cat=pulp.LpInteger)
         self.z1 = self.var("z1_last_alone", 0, 1, cat=pulp.LpInteger)
         self.prob += pulp.lpSum(self.n.values()) == self.N, "blocks"
-        for r in range(self.p):
-            need = self.v - (self.z0 if r == 0 else 0) - (self.z1 if r == self.p - 1 else 0)
-            self.prob += self.n[r] >= need, f"nonempty_r{r}"
-        if self.v == 1:
-            self.prob += self.n[0] <= self.N * (1 - self.z0), "alone_0"
-            self.prob += self.n[self.p - 1] <= self.N * (1 - self.z1), "alone_1"
+        if self.S == 1:
+            self.z0.upBound = self.z1.upBound = 0
+        else:
+            for r in range(self.p):
+                need = self.v - (self.z0 if r == 0 else 0) - (self.z1 if r == self.p - 1 else 0)
+                self.prob += self.n_rank(r) >= need, f"nonempty_r{r}"
+            if self.v == 1:
+                self.prob += self.n_rank(0) <= self.N * (1 - self.z0), "alone_0"
+                self.prob += self.n_rank(self.p - 1) <= self.N * (1 - self.z1), "alone_1"
+        if self.mode_costs and "full" in self.modes:
+            # the full-recompute workspace only if some block is fully recomputed
+            self.u = self.var("u_full_used", 0, 1, cat=pulp.LpInteger)
+            self.prob += pulp.lpSum(self.n[r, "full"] for r in range(self.p)) <= self.N * self.u, "full_used"
+            base = self.layout.with_(recompute="none", recompute_layers={})
+            full_ws = max(c.full_act_bytes for c in self.cost.values())
+            self.extra = transient_bytes(self.cost, base) + full_ws * self.u
+
+    def n_rank(self, r: int):
+        return pulp.lpSum(self.n[r, c] for c in self.modes)
 
     def set_objective(self) -> None:
         super().set_objective()
         # among equal-cost placements prefer chunks that hold blocks (interleaved schedules run
         # best on even chunks): a tie-breaker far below any real cost difference
-        eps = 1e-9 * max(self.block.compute_s, 1e-12)
+        eps = 1e-9 * max(min(b.compute_s for b in self.block.values()), 1e-12)
         self.prob.setObjective(self.prob.objective + eps * (self.z0 + self.z1))
 
     def rank_sum(self, r: int, attr: str):
-        q = getattr(self.block, attr) * self.n[r]
+        q = pulp.lpSum(getattr(self.block[c], attr) * self.n[r, c] for c in self.modes)
         if r == 0:
             q += getattr(self.first, attr)
         if r == self.p - 1:
             q += getattr(self.last, attr)
         return q
 
-    def _boundaries(self, r: int, recv: bool) -> tuple[int, bool]:
-        """(number of boundaries rank r sends / receives across, whether boundary 0 is one)."""
-        bs = [b for b in range(self.S - 1) if ((b + 1) if recv else b) % self.p == r]
-        return len(bs), 0 in bs
-
     def _boundary_total(self, r: int, attr: str, recv: bool):
-        count, has0 = self._boundaries(r, recv)
-        q = count * getattr(self.block, attr)
-        if has0:
-            q += (getattr(self.first, attr) - getattr(self.block, attr)) * self.z0
+        bs = [b for b in range(self.S - 1) if ((b + 1) if recv else b) % self.p == r]
+        blk = getattr(self.block[self.modes[0]], attr)     # out_bytes / p2p_s do not depend on the mode
+        q = len(bs) * blk
+        if 0 in bs:
+            q += (getattr(self.first, attr) - blk) * self.z0
         return q
 
     def rank_send(self, r: int, attr: str):
@@ -370,13 +413,17 @@ class TiedChainILP(PlacementILP):
     def rank_recv(self, r: int, attr: str):
         return self._boundary_total(r, attr, recv=True)
 
+    def _counts(self) -> dict[tuple[int, str], int]:
+        return {k: int(round(v.value() or 0)) for k, v in self.n.items()}
+
     def stages(self) -> list[list[str]]:
         z0 = (self.z0.value() or 0) > 0.5
         z1 = (self.z1.value() or 0) > 0.5
+        n = self._counts()
         count = [0] * self.S
         for r in range(self.p):
             allowed = [j for j in self.chunks_of(r) if not (j == 0 and z0) and not (j == self.S - 1 and z1)]
-            n_r = int(round(self.n[r].value()))
+            n_r = sum(n[r, c] for c in self.modes)
             for i in range(n_r):              # spread evenly over the rank's chunks
                 count[allowed[i % len(allowed)]] += 1
         blocks = iter(self.order[1:-1])
@@ -385,19 +432,36 @@ class TiedChainILP(PlacementILP):
         out[-1].append(self.order[-1])
         return out
 
+    def recompute_layers(self, stages: list[list[str]]) -> dict[str, str] | None:
+        """Each rank's blocks get its chosen modes (any order within a rank costs the same)."""
+        if not self.mode_costs:
+            return None
+        n = self._counts()
+        out: dict[str, str] = {}
+        for r in range(self.p):
+            mine = [x for j in self.chunks_of(r) for x in stages[j] if x not in (self.order[0], self.order[-1])]
+            modes = [c for c in self.modes for _ in range(n[r, c])]
+            out.update(zip(mine, modes))
+        return out
+
 
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
-                    time_limit_s: float = 10.0, formulation: str = "auto") -> PlacementResult:
+                    time_limit_s: float = 10.0, formulation: str = "auto",
+                    mode_costs: dict[str, dict[str, LayerCost]] | None = None, gap_rel: float = 1e-6) -> PlacementResult:
     """Best placement of ``graph``'s layers on ``layout.pp * layout.vp`` chunks.
 
     ``formulation``: "tied" (chain of first, identical blocks, last), "cuts" (any chain),
-    "assignment" (any DAG) or "auto" (the smallest that applies)."""
-    if layout.pp * layout.vp == 1:
+    "assignment" (any DAG) or "auto" (the smallest that applies). ``mode_costs`` (recompute mode ->
+    per-layer costs) lets the tied formulation choose each block's recompute mode; one chunk is
+    then allowed too."""
+    if layout.pp * layout.vp == 1 and not mode_costs:
         raise ValueError("solve_placement needs at least two chunks")
+    if mode_costs:
+        formulation = "tied"
     if formulation == "auto":
         order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["index"])
         cost = {n: graph.nodes[n]["cost"] for n in order}
         formulation = ("tied" if TiedChainILP.applies(order, cost, graph)
                        else "cuts" if is_chain(graph) else "assignment")
     cls = {"tied": TiedChainILP, "cuts": CutILP, "assignment": AssignmentILP}[formulation]
-    return cls(graph, layout, memory_bytes, objective=objective).solve(time_limit_s)
+    return cls(graph, layout, memory_bytes, objective=objective, mode_costs=mode_costs).solve(time_limit_s, gap_rel)

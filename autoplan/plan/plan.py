@@ -33,6 +33,9 @@ class Layout:
     schedule: str = "1f1b"
     sp: int = 0
     stages: list[list[str]] = field(default_factory=list)
+    recompute_layers: dict[str, str] = field(default_factory=dict)
+    """per-layer recompute modes that override ``recompute`` (chosen by the ILP per pipeline rank:
+    early ranks of 1F1B hold more micro-batches and gain more from recomputing)"""
 
     def __post_init__(self) -> None:
         for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches"):
@@ -45,6 +48,9 @@ class Layout:
             raise LayoutError(f"layout: recompute must be one of {'|'.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.schedule not in SCHEDULES:
             raise LayoutError(f"layout: schedule must be one of {'|'.join(SCHEDULES)}, got {self.schedule!r}")
+        for name, mode in self.recompute_layers.items():
+            if mode not in RECOMPUTE:
+                raise LayoutError(f"layout: recompute mode of {name!r} must be one of {'|'.join(RECOMPUTE)}, got {mode!r}")
         if self.sp not in (0, 1):
             raise LayoutError(f"layout: sp must be 0 or 1, got {self.sp!r}")
         if self.sp and self.tp == 1:
@@ -70,12 +76,27 @@ class Layout:
         s = f"dp{self.dp} tp{self.tp} pp{self.pp}"
         if self.vp > 1:
             s += f" vp{self.vp}"
-        s += f" mbs{self.mbs}x{self.num_microbatches} zero{self.zero} recompute={self.recompute}"
+        s += f" mbs{self.mbs}x{self.num_microbatches} zero{self.zero} recompute={self.recompute_summary()}"
         if self.pp > 1:
             s += f" {self.schedule}"
         if self.sp:
             s += " sp"
         return s
+
+    def recompute_of(self, layer: str) -> str:
+        return self.recompute_layers.get(layer, self.recompute)
+
+    def recompute_summary(self) -> str:
+        """``full`` for a uniform mode, else counts such as ``none:5+full:3``."""
+        if not self.recompute_layers:
+            return self.recompute
+        counts: dict[str, int] = {}
+        for n in (x for st in self.stages for x in st) if self.stages else self.recompute_layers:
+            m = self.recompute_of(n)
+            counts[m] = counts.get(m, 0) + 1
+        if len(counts) == 1:
+            return next(iter(counts))
+        return "+".join(f"{m}:{counts[m]}" for m in RECOMPUTE if m in counts)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,7 +111,11 @@ class Layout:
             stages = [[str(x) for x in st] for st in d.get("stages", [])]
         except TypeError:
             raise InputError(f"{source}: layout stages must be a list of lists of layer names") from None
-        return cls(**{**{k: v for k, v in d.items() if k != "stages"}, "stages": stages})
+        rl = d.get("recompute_layers", {})
+        if not isinstance(rl, dict):
+            raise InputError(f"{source}: recompute_layers must map layer names to modes")
+        return cls(**{**{k: v for k, v in d.items() if k not in ("stages", "recompute_layers")}, "stages": stages,
+                      "recompute_layers": {str(k): str(v) for k, v in rl.items()}})
 
     def with_(self, **kw) -> "Layout":
         return replace(self, **kw)

@@ -37,6 +37,10 @@ class SearchOptions:
     """largest number of virtual stages per pipeline rank for the interleaved schedule"""
     tp_within_node: bool = True
     """keep tensor parallel inside a node (its collectives are on the critical path)"""
+    per_layer_recompute: bool = False
+    """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
+    identical blocks: the tied formulation), for degrees where no recomputation does not fit.
+    Off by default: CBC needs seconds per such ILP at scale (time limit below, gap reported)."""
     prune_dominated: bool = True
     """skip variants that the cost model never prefers: sp=0 when tp>1 (same time, more memory),
     GPipe where 1F1B runs (same time, more memory), ZeRO-1 (same traffic as ZeRO-2, more memory).
@@ -44,6 +48,10 @@ class SearchOptions:
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
+    mixed_recompute_time_limit_s: float = 2.0
+    """CBC time limit for ILPs that also choose per-block recompute (harder; the gap is reported)"""
+    gap_rel: float = 1e-6
+    """relative optimality gap at which CBC may stop"""
     formulation: str = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
 
@@ -152,24 +160,51 @@ def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> flo
 
 def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
           costs: dict[str, LayerCost], *, objective: str = "time", time_limit_s: float = 10.0,
-          formulation: str = "auto") -> tuple[Layout | None, str, float]:
-    """The best stages for an outer layout: (layout with stages or None, status, bound)."""
+          formulation: str = "auto", mode_costs: dict[str, dict[str, LayerCost]] | None = None,
+          gap_rel: float = 1e-6) -> tuple[Layout | None, str, float]:
+    """The best stages for an outer layout: (layout with stages or None, status, bound). With
+    ``mode_costs`` the ILP also chooses each block's recompute mode."""
     names = profile.layer_names()
-    if layout.pp * layout.vp == 1:
+    if layout.pp * layout.vp == 1 and not mode_costs:
         full = layout.with_(stages=[names])
         return full, "n/a", 0.0
     g = build_layer_graph(profile, costs)
     usable = cluster.device.memory_bytes - cluster.calibration.memory_overhead_bytes
-    res = solve_placement(g, layout, usable, objective=objective, time_limit_s=time_limit_s, formulation=formulation)
-    if res.status == "infeasible":
-        return None, "infeasible", math.inf
-    return layout.with_(stages=res.stages), res.status, res.bound
+    res = solve_placement(g, layout, usable, objective=objective, time_limit_s=time_limit_s, formulation=formulation,
+                          mode_costs=mode_costs, gap_rel=gap_rel)
+    if res.status in ("infeasible", "timeout"):
+        return None, res.status, res.bound
+    placed = layout.with_(stages=res.stages)
+    if res.recompute_layers:
+        modes = set(res.recompute_layers.values())
+        placed = (placed.with_(recompute=modes.pop()) if len(modes) == 1
+                  else placed.with_(recompute_layers=res.recompute_layers))
+    return placed, res.status, res.bound
+
+
+def per_layer_mode_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+                         costs: dict[str, LayerCost], opts: SearchOptions) -> dict[str, dict[str, LayerCost]] | None:
+    """Costs under each recompute mode, when the ILP may choose modes per block for this layout
+    (a chain of identical blocks, several modes allowed, recompute not pinned by the user)."""
+    if (not opts.per_layer_recompute or layout.recompute != "none" or len(opts.recompute) < 2
+            or "recompute" in opts.fixed):
+        return None
+    order = profile.layer_names()
+    from autoplan.plan.ilp import TiedChainILP
+    if not TiedChainILP.applies(order, costs, build_layer_graph(profile)):
+        return None
+    return {m: (costs if m == "none" else layer_costs(profile, cluster, layout, train, recompute=m))
+            for m in opts.recompute}
 
 
 def _tiebreak(c: Candidate) -> tuple:
     lay = c.layout
     return (round(c.predicted.step_time_s, 12), c.predicted.peak_memory_bytes, lay.pp, lay.tp, lay.zero,
-            RECOMPUTE.index(lay.recompute), lay.vp, lay.sp, -lay.mbs)
+            RECOMPUTE.index(lay.recompute), len(lay.recompute_layers), lay.vp, lay.sp, -lay.mbs)
+
+
+def _outer_key(lay: Layout) -> tuple:
+    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.num_microbatches, lay.zero, lay.schedule, lay.sp
 
 
 def _degrees(lay: Layout) -> tuple:
@@ -195,36 +230,53 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
         raise LayoutError(f"layout dp*tp*pp = {fixed['dp'] * fixed['tp'] * fixed['pp']} does not match the "
                           f"cluster's {world} devices")
     scored = []
+    cal = cluster.calibration
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
-        cal = cluster.calibration
         scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
-                       memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs))
+                       memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs, None))
+        modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts)
+        if modes is not None:   # the same degrees with recompute chosen per block by the ILP
+            least = min(modes.values(), key=lambda c: sum(x.act_bytes for x in c.values()))
+            scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
+                           memory_lower_bound_bytes(least, lay) + cal.memory_overhead_bytes, lay, costs, modes))
     if not scored:
         raise LayoutError(_why_empty(profile, cluster, train, opts))
-    scored.sort(key=lambda t: t[0])
+    scored.sort(key=lambda t: (t[0], t[4] is not None))
     best: list[Candidate] = []
     pruned = ilps = 0
     bound = math.inf
     statuses = set()
     mem_cap = cluster.device.memory_bytes
-    for i, (lb, mem_lb, lay, costs) in enumerate(scored):
+    fits_without_recompute: set[tuple] = set()   # outer layouts whose recompute=none placement fits
+    for i, (lb, mem_lb, lay, costs, modes) in enumerate(scored):
         if progress:
             progress(i + 1, len(scored))
+        # per-block recompute only pays where no recomputation does not fit: recomputing never
+        # shortens a step, it only buys memory (skipping elsewhere is a documented approximation)
+        if modes is not None and _outer_key(lay) in fits_without_recompute:
+            pruned += 1
+            continue
         # prune against the best found: runner-ups are the best of what was solved, and the
         # family comparison (explain.py) solves each family on its own
         threshold = best[0].predicted.step_time_s if best else math.inf
         if lb > threshold * (1 + 1e-9) or mem_lb > mem_cap:
             pruned += 1
             continue
-        placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=opts.ilp_time_limit_s,
-                                          formulation=opts.formulation)
-        ilps += lay.pp * lay.vp > 1
+        limit = opts.mixed_recompute_time_limit_s if modes is not None else opts.ilp_time_limit_s
+        placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=limit,
+                                          formulation=opts.formulation, mode_costs=modes, gap_rel=opts.gap_rel)
+        ilps += lay.pp * lay.vp > 1 or modes is not None
         if placed is None:
+            if status == "timeout":       # unsolved: its LP bound limits what we can claim
+                statuses.add("feasible")
+                bound = min(bound, ilp_bound)
             continue
         pred = evaluate(profile, cluster, placed, train, costs)
         if not pred.fits:
             continue
+        if modes is None and lay.recompute == "none":
+            fits_without_recompute.add(_outer_key(lay))
         statuses.add(status)
         if status == "feasible":
             bound = min(bound, ilp_bound)
@@ -254,11 +306,11 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
 def smallest_memory(profile, cluster, train, scored, opts, tries: int = 8) -> tuple[Layout, int]:
     """Solve the min-peak-memory ILP for the candidates with the smallest memory bound."""
     best: tuple[Layout, int] | None = None
-    for _, mem_lb, lay, costs in sorted(scored, key=lambda t: t[1])[:tries]:
+    for _, mem_lb, lay, costs, modes in sorted(scored, key=lambda t: t[1])[:tries]:
         if best and mem_lb >= best[1]:
             break
         placed, _, _ = place(profile, cluster, lay, train, costs, objective="memory",
-                             time_limit_s=opts.ilp_time_limit_s)
+                             time_limit_s=opts.ilp_time_limit_s, mode_costs=modes)
         if placed is None:
             continue
         need = evaluate(profile, cluster, placed, train, costs).peak_memory_bytes
