@@ -289,7 +289,8 @@ def validate(
         prof = ClusterProfile.load(cluster)
         prof.calibration = cal
         prof.save(cluster)
-        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, communication x{cal.comm_scale:.3f}, "
+        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, TP communication x{cal.tp_comm_scale:.3f}, "
+                   f"other communication x{cal.comm_scale:.3f}, "
                    f"+{cal.step_overhead_s * 1e3:.1f} ms per step, +{cal.memory_overhead_bytes / 2**20:.1f} MiB per device",
                    err=as_json)
 

@@ -93,7 +93,13 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
         out_path.unlink()
     cmd = torchrun_command(plan_path, measure.__file__,
                            ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    for attempt in range(2):     # one retry: a local rendezvous can lose a race for its port
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode == 0 and out_path.exists():
+            break
+        if any(l.strip().startswith("error:") for l in proc.stderr.splitlines()):
+            break                # a refusal (bad plan), not a transient failure
     if proc.returncode != 0 or not out_path.exists():
         text = (proc.stderr + proc.stdout).splitlines()
         lines = [l for l in text if l.strip().startswith("error:")]
@@ -178,53 +184,52 @@ def fidelity(runs: list[Run]) -> Fidelity:
 
 
 def fit_calibration(runs: list[Run], current: Calibration) -> Calibration:
-    """Least-squares fit of measured step time against the predicted terms::
+    """Non-negative least-squares fit of measured step time against the predicted terms::
 
-        measured ≈ compute_scale * (compute + recompute) + comm_scale * (tp_comm + pp_p2p + dp_sync)
-                   + compute_scale * bubble + step_overhead_s
+        measured ≈ compute_scale * (compute + recompute + bubble + optimizer)
+                   + tp_comm_scale * tp_comm + comm_scale * (pp_p2p + dp_sync) + step_overhead_s
 
-    (the bubble is idle compute time, so it scales with compute), starting from the current
-    calibration's terms; and memory: the per-device overhead that makes no run under-predicted."""
+    (the bubble is idle compute time, so it scales with compute), against the raw terms (the
+    current calibration undone); and memory: the per-device overhead that makes no run
+    under-predicted. A scale the runs cannot inform (its term is zero in every run) stays 1."""
     ok = [r for r in runs if r.measured is not None]
-    if len(ok) < 3:
-        raise InputError(f"calibration needs at least 3 measured layouts, got {len(ok)}")
+    if len(ok) < 4:
+        raise InputError(f"calibration needs at least 4 measured layouts, got {len(ok)}")
     rows, ys = [], []
     for r in ok:
         b = r.predicted.breakdown_s
         comp = b.get("compute", 0) + b.get("recompute", 0) + b.get("bubble", 0) + b.get("optimizer", 0)
-        comm = b.get("tp_comm", 0) + b.get("pp_p2p", 0) + b.get("dp_sync", 0)
-        # undo the current calibration so the fit is against the raw terms
-        rows.append((comp / current.compute_scale, comm / current.comm_scale, 1.0))
+        rows.append((comp / current.compute_scale, b.get("tp_comm", 0) / current.tp_comm_scale,
+                     (b.get("pp_p2p", 0) + b.get("dp_sync", 0)) / current.comm_scale, 1.0))
         ys.append(r.measured.step_time_s)
-    a, c, o = _nnls3(rows, ys)
+    a, t, c, o = _nnls(rows, ys)
     mem_gap = max(r.measured.peak_memory_bytes - (r.predicted.peak_memory_bytes - current.memory_overhead_bytes)
                   for r in ok)
-    return replace(current, compute_scale=a, comm_scale=c, step_overhead_s=o,
-                   memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
+    return replace(current, compute_scale=a or 1.0, tp_comm_scale=t or 1.0, comm_scale=c or 1.0,
+                   step_overhead_s=o, memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
 
 
-def _nnls3(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[float, float, float]:
-    """Non-negative least squares in 3 unknowns by trying every active set (exact, tiny)."""
+def _nnls(rows: list[tuple[float, ...]], ys: list[float]) -> tuple[float, ...]:
+    """Non-negative least squares by trying every active set (exact; a handful of unknowns)."""
     import itertools
-    best, best_err = (1.0, 1.0, 0.0), math.inf
-    for mask in itertools.product((0, 1), repeat=3):
-        idx = [i for i in range(3) if mask[i]]
+    k = len(rows[0])
+    best, best_err = (0.0,) * k, math.inf
+    for mask in itertools.product((0, 1), repeat=k):
+        idx = [i for i in range(k) if mask[i]]
         if not idx:
             continue
-        # normal equations on the active columns
         A = [[sum(r[i] * r[j] for r in rows) for j in idx] for i in idx]
         bvec = [sum(r[i] * y for r, y in zip(rows, ys)) for i in idx]
         sol = _solve(A, bvec)
         if sol is None or any(x < 0 for x in sol):
             continue
-        x = [0.0, 0.0, 0.0]
+        x = [0.0] * k
         for i, v in zip(idx, sol):
             x[i] = v
-        err = sum((sum(x[i] * r[i] for i in range(3)) - y) ** 2 for r, y in zip(rows, ys))
+        err = sum((sum(x[i] * r[i] for i in range(k)) - y) ** 2 for r, y in zip(rows, ys))
         if err < best_err:
             best, best_err = tuple(x), err
-    a, c, o = best
-    return (a or 1.0, c or 1.0, o)
+    return best
 
 
 def _solve(A: list[list[float]], b: list[float]) -> list[float] | None:

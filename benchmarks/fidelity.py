@@ -127,7 +127,8 @@ def main() -> None:
         cal = fit_calibration(others, Calibration())
         after[w][i] = repredict(problems[w], [runs_by_world[w][i]], cal)[0]
     full = fit_calibration([r for w in runs_by_world for r in runs_by_world[w]], Calibration())
-    print(f"\ncalibration fitted to all layouts: compute x{full.compute_scale:.3f}, communication x{full.comm_scale:.3f}, "
+    print(f"\ncalibration fitted to all layouts: compute x{full.compute_scale:.3f}, TP communication "
+          f"x{full.tp_comm_scale:.3f}, other communication x{full.comm_scale:.3f}, "
           f"+{full.step_overhead_s * 1e3:.1f} ms per step, +{full.memory_overhead_bytes / 2**20:.1f} MiB per device")
     # the calibrated solver's choice, measured if it is new
     chosen_after = {}

@@ -205,13 +205,17 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
             recompute = fwd
-        # Megatron TP: two all-reduces of the block output in forward and two in backward
-        # (with SP: the same volume as all-gather + reduce-scatter); full recompute repeats
-        # the forward pair.
+        # Megatron TP: two all-reduces of the block output in forward and two in backward; with
+        # SP each becomes an all-gather before and a reduce-scatter after a sublayer (same bytes,
+        # twice the calls, which matters where latency dominates). Full recompute repeats forward.
         tp_comm = 0.0
         if shard > 1:
-            n_ar = 4 + (2 if mode == "full" and is_block else 0)
-            tp_comm = n_ar * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+            n = 4 + (2 if mode == "full" and is_block else 0)
+            if layout.sp:
+                tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
+                               + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+            else:
+                tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
         p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
         params = kind.param_count / shard
         grad_bytes = params * g_b
@@ -239,7 +243,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
         by_kind[kind_name] = LayerCost(
             compute_s=(fwd + bwd) * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
-            tp_comm_s=tp_comm * cal.comm_scale, p2p_s=p2p * cal.comm_scale,
+            tp_comm_s=tp_comm * cal.tp_comm_scale, p2p_s=p2p * cal.comm_scale,
             dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * slow * cal.compute_scale, static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))

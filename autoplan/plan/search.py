@@ -42,8 +42,8 @@ class SearchOptions:
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
     Off by default: CBC needs seconds per such ILP at scale (time limit below, gap reported)."""
     prune_dominated: bool = True
-    """skip variants that the cost model never prefers: sp=0 when tp>1 (same time, more memory),
-    GPipe where 1F1B runs (same time, more memory), ZeRO-1 (same traffic as ZeRO-2, more memory).
+    """skip variants that the cost model never prefers: GPipe where 1F1B runs (same time, more
+    memory), ZeRO-1 (the executor runs it as ZeRO-2: same traffic, and the model counts no less memory).
     Fields the user pins in ``fixed`` are always honoured."""
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved"""
@@ -107,8 +107,6 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                     if opts.prune_dominated and "zero" not in f and 2 in zeros:
                         zeros = tuple(z for z in zeros if z != 1)
                     sps = (0, 1) if tp > 1 else (0,)
-                    if opts.prune_dominated and "sp" not in f and tp > 1:
-                        sps = (1,)
                     for zero in zeros:
                         for recompute in opts.recompute:
                             for sp in sps:

@@ -253,13 +253,17 @@ class Calibration:
     """Corrections learned by ``autoplan validate --calibrate`` from measured runs on this cluster.
 
     The cost model multiplies every compute coefficient (forward, backward, recompute, optimizer)
-    by ``compute_scale`` and every communication coefficient by ``comm_scale``, adds
+    by ``compute_scale``, tensor-parallel communication by ``tp_comm_scale`` and the other
+    communication by ``comm_scale``, adds
     ``step_overhead_s`` to each step (framework work per step: Python, schedules, launches) and
     ``memory_overhead_bytes`` to each device (what the parts do not account for: allocator,
     communication buffers, temporaries). The identity calibration changes nothing."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
+    """data-parallel and pipeline communication"""
+    tp_comm_scale: float = 1.0
+    """tensor-parallel communication (on the critical path, many small calls, DTensor's own work)"""
     step_overhead_s: float = 0.0
     memory_overhead_bytes: int = 0
     runs: int = 0
@@ -384,10 +388,11 @@ def _calibration(d: dict | None, source: str) -> Calibration:
         return Calibration()
     try:
         c = Calibration(compute_scale=float(d.get("compute_scale", 1.0)), comm_scale=float(d.get("comm_scale", 1.0)),
+                        tp_comm_scale=float(d.get("tp_comm_scale", 1.0)),
                         step_overhead_s=float(d.get("step_overhead_s", 0.0)),
                         memory_overhead_bytes=int(d.get("memory_overhead_bytes", 0)), runs=int(d.get("runs", 0)))
     except (TypeError, ValueError) as e:
         raise InputError(f"{source}: malformed calibration ({e})") from None
-    if c.compute_scale <= 0 or c.comm_scale <= 0 or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0:
+    if c.compute_scale <= 0 or c.comm_scale <= 0 or c.tp_comm_scale <= 0 or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0:
         raise InputError(f"{source}: calibration scales must be positive and overheads non-negative")
     return c

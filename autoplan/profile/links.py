@@ -377,6 +377,24 @@ def measure_compute_flops_per_s(n: int, device: torch.device, repeats: int = 5) 
     return 2.0 * n ** 3 / statistics.median(samples)
 
 
+def measure_compute_flops_per_s_for(duration_s: float, n: int, device: torch.device) -> float:
+    """Dense matmul rate over a fixed wall-clock window: products run back to back for
+    ``duration_s`` and the FLOPs done are divided by the time taken. Started on every rank at once
+    (after a barrier), every rank's window overlaps the others', so the rate is what a device gets
+    while all devices compute."""
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    torch.mm(a, b)
+    _sync(device)
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < duration_s:
+        torch.mm(a, b)
+        _sync(device)
+        done += 1
+    return 2.0 * n ** 3 * done / (time.perf_counter() - t0)
+
+
 def measure_memory_bandwidth_bytes_per_s(nbytes: int, device: torch.device, repeats: int = 5) -> float:
     """Copy bandwidth: bytes read plus bytes written (2 * nbytes) over the median time of one
     tensor copy."""
@@ -406,6 +424,10 @@ class _RankZeroResult:
     concurrent_compute_flops_per_s: float = 0.0
 
 
+CONCURRENT_COMPUTE_S = 1.0
+"""how long every rank multiplies matrices at once to measure the shared compute rate"""
+
+
 def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[ProgressEvent], None] | None,
              hostname: str) -> _RankZeroResult | None:
     """Every measurement, on every rank of the initialised job; the result on rank 0, else None.
@@ -430,7 +452,8 @@ def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[Pro
     dist.barrier()
     # then all at once, as in training: on an oversubscribed CPU (more processes than cores) or a
     # power-limited node each device computes slower than alone
-    mine = torch.tensor([measure_compute_flops_per_s(cfg.matmul_n, device)], dtype=torch.float64)
+    mine = torch.tensor([measure_compute_flops_per_s_for(CONCURRENT_COMPUTE_S, cfg.matmul_n, device)],
+                        dtype=torch.float64)
     rates = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
     dist.all_gather(rates, mine)
     report("compute rate, all devices at once")
@@ -457,7 +480,8 @@ def _build_profile(res: _RankZeroResult, *, name: str, device_type: str, memory_
     sources = {
         "links": "measured: torch.distributed collectives, alpha-beta fit on relative error",
         "device.compute_flops_per_s": f"measured: {cfg.matmul_n}^3 matmul on rank 0",
-        "device.concurrent_compute_flops_per_s": f"measured: {cfg.matmul_n}^3 matmul on every rank at once, median",
+        "device.concurrent_compute_flops_per_s": f"measured: {cfg.matmul_n}^3 matmuls for {CONCURRENT_COMPUTE_S} s "
+                                                 "on every rank at once, median",
         "device.memory_bandwidth_bytes_per_s": f"measured: copy of {cfg.copy_bytes} bytes on rank 0 (read + write)",
         "device.memory_bytes": memory_source,
     }
