@@ -184,7 +184,8 @@ def fidelity(runs: list[Run]) -> Fidelity:
 
 
 def fit_calibration(runs: list[Run], current: Calibration) -> Calibration:
-    """Non-negative least-squares fit of measured step time against the predicted terms::
+    """Non-negative least-squares fit (of relative error) of measured step time against the
+    predicted terms::
 
         measured ≈ compute_scale * (compute + recompute + bubble + optimizer)
                    + tp_comm_scale * tp_comm + comm_scale * (pp_p2p + dp_sync) + step_overhead_s
@@ -199,9 +200,12 @@ def fit_calibration(runs: list[Run], current: Calibration) -> Calibration:
     for r in ok:
         b = r.predicted.breakdown_s
         comp = b.get("compute", 0) + b.get("recompute", 0) + b.get("bubble", 0) + b.get("optimizer", 0)
-        rows.append((comp / current.compute_scale, b.get("tp_comm", 0) / current.tp_comm_scale,
-                     (b.get("pp_p2p", 0) + b.get("dp_sync", 0)) / current.comm_scale, 1.0))
-        ys.append(r.measured.step_time_s)
+        row = (comp / current.compute_scale, b.get("tp_comm", 0) / current.tp_comm_scale,
+               (b.get("pp_p2p", 0) + b.get("dp_sync", 0)) / current.comm_scale, 1.0)
+        # relative error: each run weighs 1/measured, so fast layouts count as much as slow ones
+        w = 1.0 / r.measured.step_time_s
+        rows.append(tuple(x * w for x in row))
+        ys.append(1.0)
     a, t, c, o = _nnls(rows, ys)
     mem_gap = max(r.measured.peak_memory_bytes - (r.predicted.peak_memory_bytes - current.memory_overhead_bytes)
                   for r in ok)

@@ -22,7 +22,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from autoplan.plan.api import Problem, complete_layout, solve_problem
@@ -31,7 +31,9 @@ from autoplan.plan.search import SearchOptions, place
 from autoplan.profile.formats import Calibration, ClusterProfile
 from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
-from autoplan.validate import Run, fidelity, fit_calibration, measure_layout, print_table
+from autoplan.jsonio import read_json, write_json_atomic
+from autoplan.profile.formats import ModelProfile
+from autoplan.validate import Measured, Run, fidelity, fit_calibration, measure_layout, print_table
 
 LAYOUTS = {  # world size -> layouts to measure (the solver's choice is added)
     4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
@@ -73,20 +75,30 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="autoplan-fidelity-")))
+    ap.add_argument("--reuse", action="store_true",
+                    help="re-read the profiles and measurements of an earlier run in --workdir (no new runs)")
     args = ap.parse_args()
     t_start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    print(f"profiling {args.model} layers ...", flush=True)
-    prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
-    prof.save(args.workdir / "model.json")
+    saved = args.workdir / "runs.json"
+    if args.reuse:
+        prof = ModelProfile.load(args.workdir / "model.json")
+    else:
+        print(f"profiling {args.model} layers ...", flush=True)
+        prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
+        prof.save(args.workdir / "model.json")
+    old = read_json(saved, "runs") if args.reuse else {}
     train = TrainingConfig(global_batch=args.global_batch, precision="fp32", optimizer="adamw")
     problems: dict[int, Problem] = {}
     runs_by_world: dict[int, list[Run]] = {}
     chosen: dict[int, int] = {}
     for world, specs in LAYOUTS.items():
-        print(f"profiling {world} processes ...", flush=True)
-        cl = profile_cluster(world, memory_per_device_bytes=args.memory_per_device)
-        cl.save(args.workdir / f"cluster{world}.json")
+        if args.reuse:
+            cl = ClusterProfile.load(args.workdir / f"cluster{world}.json")
+        else:
+            print(f"profiling {world} processes ...", flush=True)
+            cl = profile_cluster(world, memory_per_device_bytes=args.memory_per_device)
+            cl.save(args.workdir / f"cluster{world}.json")
         pb = Problem(prof, cl, train, str(args.workdir / "model.json"), str(args.workdir / f"cluster{world}.json"))
         problems[world] = pb
         plan = solve_problem(pb, SearchOptions(), families=False)
@@ -98,10 +110,16 @@ def main() -> None:
         chosen[world] = keys.index(plan.layout.short())
         runs = []
         for lay, pred in cands:
-            print(f"  measuring {lay.short()} ...", flush=True)
-            m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)
+            if args.reuse:
+                m = Measured(**old[str(world)][lay.short()])
+            else:
+                print(f"  measuring {lay.short()} ...", flush=True)
+                m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)
             runs.append(Run(lay, pred, m))
         runs_by_world[world] = runs
+    if not args.reuse:
+        write_json_atomic(saved, {str(w): {r.layout.short(): asdict(r.measured) for r in rs}
+                                  for w, rs in runs_by_world.items()})
 
     def summary(title: str, by_world: dict[int, list[Run]], chosen_idx: dict[int, int]) -> None:
         everything = [r for w in by_world for r in by_world[w]]
@@ -136,6 +154,10 @@ def main() -> None:
         pbc = replace(pb, cluster=replace(pb.cluster, calibration=full))
         plan = solve_problem(pbc, SearchOptions(), families=False)
         keys = [r.layout.short() for r in after[w]]
+        if plan.layout.short() not in keys and args.reuse:
+            print(f"  (the calibrated choice {plan.layout.short()} was not measured in the reused run)")
+            chosen_after[w] = min(range(len(keys)), key=lambda i: after[w][i].predicted.step_time_s)
+            continue
         if plan.layout.short() not in keys:
             print(f"  measuring the calibrated choice {plan.layout.short()} ...", flush=True)
             m = measure_layout(pbc, plan.layout, plan.predicted, steps=args.steps, warmup=args.warmup,
