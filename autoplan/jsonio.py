@@ -35,6 +35,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)          # mkstemp makes 0600; an artifact is meant to be shared
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
