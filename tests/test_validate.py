@@ -1,0 +1,69 @@
+"""`autoplan validate` from the CLI: runs layouts under torchrun and prints the contract's JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autoplan.profile.formats import Calibration
+from autoplan.validate import Measured, Run, fidelity, fit_calibration, spearman
+from autoplan.plan.plan import Layout, Prediction
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_validate_cli_json_matches_the_contract(tmp_path):
+    cluster = tmp_path / "cluster.json"
+    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "cluster", "--nproc", "2",
+                           "--memory-per-device", "256MiB", "--max-size", "64KiB", "--repeats", "2",
+                           "--out", str(cluster)], capture_output=True, text=True, timeout=180)
+    assert prof.returncode == 0, prof.stderr
+    model = tmp_path / "model.json"
+    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "model", "--model", "gpt-tiny",
+                           "--mbs", "1,2", "--repeats", "2", "--out", str(model)], capture_output=True, text=True,
+                          timeout=180)
+    assert prof.returncode == 0, prof.stderr
+    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(model), "--cluster",
+                           str(cluster), "--global-batch", "4", "--top-k", "2", "--steps", "1", "--warmup", "1",
+                           "--json", "--optimizer", "sgd"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["chosen"] == 0 and len(out["runs"]) == 2
+    for run in out["runs"]:
+        assert {"dp", "tp", "pp", "stages"} <= set(run["layout"])
+        assert run["predicted"]["step_time_s"] > 0 and run["predicted"]["peak_memory_bytes"] > 0
+        assert run["measured"]["step_time_s"] > 0 and run["measured"]["peak_memory_bytes"] > 0
+        assert run["layout"]["dp"] * run["layout"]["tp"] * run["layout"]["pp"] == 2
+
+
+def _run(pred_s: float, meas_s: float, terms: dict, pred_mem: int = 100, meas_mem: int = 100) -> Run:
+    return Run(Layout(), Prediction(step_time_s=pred_s, peak_memory_bytes=pred_mem, breakdown_s=terms),
+               Measured(step_time_s=meas_s, peak_memory_bytes=meas_mem, step_times_s=[meas_s],
+                        peak_memory_per_rank_bytes=[meas_mem]))
+
+
+def test_calibration_recovers_known_scales():
+    """Measurements made from known scales of the terms are fitted back to those scales."""
+    truth = dict(compute=1.5, tp=3.0, comm=0.5, overhead=0.2)
+    runs = []
+    for c, t, d in [(1, 0, 0.2), (2, 0.5, 0.1), (0.5, 1.0, 0.4), (3, 0.2, 0.0), (1.5, 0.0, 1.0)]:
+        meas = truth["compute"] * c + truth["tp"] * t + truth["comm"] * d + truth["overhead"]
+        runs.append(_run(c + t + d, meas, {"compute": c, "tp_comm": t, "dp_sync": d}, pred_mem=90, meas_mem=100))
+    cal = fit_calibration(runs, Calibration())
+    assert cal.compute_scale == pytest.approx(1.5, rel=1e-6)
+    assert cal.tp_comm_scale == pytest.approx(3.0, rel=1e-6)
+    assert cal.comm_scale == pytest.approx(0.5, rel=1e-6)
+    assert cal.step_overhead_s == pytest.approx(0.2, rel=1e-6)
+    assert cal.memory_overhead_bytes == 10
+
+
+def test_fidelity_figures():
+    runs = [_run(1.0, 2.0, {}), _run(2.0, 3.0, {}, pred_mem=80, meas_mem=100), _run(3.0, 1.5, {})]
+    f = fidelity(runs)
+    assert f.time_mape == pytest.approx((0.5 + 1 / 3 + 1.0) / 3)
+    assert f.chosen_vs_fastest == pytest.approx(2.0 / 1.5 - 1)
+    assert f.worst_memory_underprediction == pytest.approx(0.2)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
