@@ -38,11 +38,11 @@ import time
 import torch
 import torch.distributed as dist
 
-from autoplan.errors import AutoplanError, InputError, LayoutError
+from autoplan.errors import InputError, LayoutError
 from autoplan.execute.apply import parallelize
 from autoplan.execute.checkpoint import load, save
 from autoplan.execute.data import synthetic_batch
-from autoplan.execute.launch import init_process_group
+from autoplan.execute.launch import init_process_group, run_worker
 from autoplan.models.registry import build_model_from_spec, model_vocab
 from autoplan.plan.plan import Plan
 
@@ -133,16 +133,7 @@ def train(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        train(args)
-    except AutoplanError as e:
-        if int(os.environ.get("RANK", "0")) == 0:  # set by torchrun; every rank fails alike
-            print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+    return run_worker(lambda: train(args))   # AutoplanError -> one `error:` line, exit 2
 
 
 if __name__ == "__main__":

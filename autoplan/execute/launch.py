@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from autoplan.errors import InputError, LaunchError
@@ -47,6 +47,25 @@ def init_process_group(backend: str) -> None:
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     dist.init_process_group(backend, store=dist.PrefixStore(f"autoplan/attempt_{attempt}/", store), rank=rank,
                             world_size=world, timeout=timeout)
+
+
+def run_worker(body: "Callable[[], None]") -> int:
+    """Run a torchrun worker's ``body`` and return its exit code: an :class:`AutoplanError`
+    becomes one ``error: ...`` line (from rank 0; every rank fails alike) and code 2; the process
+    group is always torn down."""
+    import torch.distributed as dist
+
+    from autoplan.errors import AutoplanError
+    try:
+        body()
+    except AutoplanError as e:
+        if int(os.environ.get("RANK", "0")) == 0:       # set by torchrun
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
 
 
 def _has_plan_arg(args: Sequence[str]) -> bool:

@@ -23,8 +23,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from autoplan.errors import AutoplanError
 from autoplan.execute.apply import parallelize
+from autoplan.execute.launch import run_worker
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.memory import LiveTensorTracker, state_tensors
 from autoplan.jsonio import write_json_atomic
@@ -91,18 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="JSON written by rank 0")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> None:
         result = measure(Plan.load(args.plan), steps=args.steps, warmup=args.warmup, seed=args.seed)
         if dist.get_rank() == 0:
             write_json_atomic(args.out, result)
-    except AutoplanError as e:
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+    return run_worker(body)
 
 
 if __name__ == "__main__":
