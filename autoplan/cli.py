@@ -30,7 +30,8 @@ CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
-               "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1)")
+               "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
+               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy)")
 
 
 def _err(msg: str) -> None:
@@ -196,6 +197,10 @@ def solve(
     preset: Optional[str] = typer.Option(None, help=PRESET_OPTION_HELP),
     per_layer_recompute: bool = typer.Option(False, help="let the ILP choose each block's recompute mode per "
                                                          "pipeline rank where uniform modes do not fit (slower)"),
+    allow_lossy: Optional[str] = typer.Option(None, help="LOSSY options the plan may use on a slow network, "
+                                              "comma-separated: fp16 and powersgd (gradient compression), localsgd "
+                                              "(average parameters every 2/4/8 steps). They change the training "
+                                              "mathematics; the plan says how."),
 ) -> None:
     """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
     from autoplan.plan.api import make_problem, solve_problem
@@ -205,8 +210,13 @@ def solve(
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
+    lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())
+    unknown = set(lossy) - {"fp16", "powersgd", "localsgd"}
+    if unknown:
+        from autoplan.errors import InputError
+        raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(unknown))} (known: fp16, powersgd, localsgd)")
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
-                         per_layer_recompute=per_layer_recompute)
+                         per_layer_recompute=per_layer_recompute, allow_lossy=lossy)
     with _progress("solving", enabled=not as_json) as update:
         plan = solve_problem(pb, opts, progress=lambda d, t: update(d, t, ""))
     if out:

@@ -114,6 +114,7 @@ def train(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
         opt.step()  # while the loss is all-reduced
+        par.after_optimizer_step()  # local SGD (a lossy plan option): periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         loss = pending.value()
         dt = time.perf_counter() - t0

@@ -102,6 +102,14 @@ class Parallelized:
     """global chunk index of each of :attr:`modules`"""
     autocast_dtype: torch.dtype | None = None
     """16-bit dtype :meth:`step` runs under ``torch.autocast``; ``None`` when fp32 or FSDP2 mixed precision"""
+    averager: object | None = None
+    """local SGD (``layout.sync_every > 1``): averages parameters over dp every ``sync_every`` steps"""
+
+    def after_optimizer_step(self) -> None:
+        """Call after each optimizer step: under local SGD, averages the parameters over the data
+        parallel group every ``sync_every`` steps (a no-op otherwise)."""
+        if self.averager is not None:
+            self.averager.average_parameters(list(self.parameters()))
 
     # -- where this rank sits ------------------------------------------------------------------
     @property
@@ -192,9 +200,10 @@ class Parallelized:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         if self.schedule is None:
             runner = self.runners[0]
+            sync = self.layout.sync_every == 1       # local SGD: gradients are never averaged
             for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
-                if n > 1:
-                    set_gradient_sync(runner, i == n - 1)
+                if n > 1 or not sync:
+                    set_gradient_sync(runner, sync and i == n - 1)
                 loss = self.loss_fn(runner(t), y)
                 (loss / n).backward()
                 loss_sum += loss.detach()
@@ -299,7 +308,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
             apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
         if mesh.dp_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
-                                    pipelined=mesh.pp_enabled, param_dtype=low).runner)
+                                    pipelined=mesh.pp_enabled, param_dtype=low,
+                                    grad_compression=layout.grad_compression).runner)
         else:
             runners.append(chunk)
 
@@ -308,5 +318,11 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         schedule = build_schedule(runners, ids, num_stages=layout.pp * layout.vp, schedule=layout.schedule,
                                   n_microbatches=layout.num_microbatches, loss_fn=loss_fn, device=device,
                                   group=mesh.group("pp"))
+    averager = None
+    if layout.sync_every > 1 and mesh.dp_enabled:
+        from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+        averager = PeriodicModelAverager(period=layout.sync_every, warmup_steps=0,
+                                         process_group=mesh.get("dp").get_group())
     return Parallelized(modules=chunks, runners=runners, mesh=mesh, layout=layout, loss_fn=loss_fn,
-                        device=device, schedule=schedule, stage_ids=ids, autocast_dtype=None if fsdp else low)
+                        device=device, schedule=schedule, stage_ids=ids, autocast_dtype=None if fsdp else low,
+                        averager=averager)

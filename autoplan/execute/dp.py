@@ -47,20 +47,43 @@ def use_ddp(*, zero: int, tp: int, pipelined: bool) -> bool:
 
 
 def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, zero: int, tp: int,
-             pipelined: bool, param_dtype: torch.dtype | None = None) -> DPWrapped:
+             pipelined: bool, param_dtype: torch.dtype | None = None, grad_compression: str = "none") -> DPWrapped:
     """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``.
 
     ``param_dtype`` (bf16/fp16; ``None`` for fp32) sets FSDP2 mixed precision; DDP ignores it.
+    ``grad_compression`` (lossy, DDP only): ``fp16`` registers DDP's ``fp16_compress_hook``,
+    ``powersgd`` its ``powerSGD_hook`` (rank :data:`~autoplan.plan.plan.POWERSGD_RANK`, error feedback,
+    exact all-reduce for the first 2 steps).
     """
     if use_ddp(zero=zero, tp=tp, pipelined=pipelined):
         ddp = DistributedDataParallel(module, process_group=dp_mesh.get_group(), device_ids=None)
+        register_compression(ddp, grad_compression, dp_mesh.get_group())
         return DPWrapped(module=module, runner=ddp)
+    if grad_compression != "none":
+        raise ValueError("gradient compression needs DDP (zero=0, tp=1, pp=1)")
     reshard = zero == 3
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None)
     for block in blocks.values():
         fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp)
     fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp)
     return DPWrapped(module=module, runner=module)
+
+
+def register_compression(ddp: DistributedDataParallel, kind: str, group) -> None:
+    """Register DDP's communication hook for lossy gradient compression ``kind``."""
+    if kind == "none":
+        return
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    from autoplan.plan.plan import POWERSGD_RANK
+    if kind == "fp16":
+        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
+    elif kind == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=POWERSGD_RANK,
+                                            start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        raise ValueError(f"unknown gradient compression {kind!r}")
 
 
 def set_gradient_sync(runner: nn.Module, enabled: bool) -> None:

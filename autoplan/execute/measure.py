@@ -48,6 +48,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
         tokens, labels = synthetic_batch(i, layout.global_batch, training.seq_len, vocab, seed)
         loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))
         opt.step()
+        par.after_optimizer_step()       # local SGD: periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         return loss
 

@@ -221,7 +221,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         grad_bytes = params * g_b
         weight_bytes = params * w_b
         if ddp and params > 0:
-            dp_sync = collective_s(cluster, "all_reduce", grad_bytes, dp, dp_x)
+            dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, weight_bytes, _width(profile, params), dp_x)
         elif fsdp and params > 0:
             gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
             dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
@@ -261,6 +261,37 @@ def inflight_microbatches(layout: Layout, rank: int) -> float:
     if layout.schedule == "interleaved":
         return base * (1.0 + (p - 1) / (p * v))
     return base
+
+
+def _width(profile: ModelProfile, params: float) -> float:
+    """The model width h (a layer's matrices are treated as h x params/h for PowerSGD)."""
+    h = (profile.shape or {}).get("hidden")
+    return float(h) if h else math.sqrt(max(params, 1.0))
+
+
+def ddp_sync_s(cluster: ClusterProfile, layout: Layout, params: float, grad_bytes: float, weight_bytes: float,
+               width: float, cross: bool) -> float:
+    """DDP's per-step synchronisation of one layer, with the opt-in lossy options:
+
+    - exact: one all-reduce of the gradients;
+    - fp16 compression: the all-reduce moves 2 bytes per parameter;
+    - PowerSGD rank r (matrix h x n, n = params/h): all-reduces of P (h x r) and Q (n x r) in fp32,
+      plus its matmuls (about 8*r*params FLOPs) at the device's rate;
+    - local SGD every H steps: an all-reduce of the weights, once per H steps.
+    """
+    from autoplan.plan.plan import POWERSGD_RANK
+    g = layout.dp
+    if layout.sync_every > 1:
+        return collective_s(cluster, "all_reduce", weight_bytes, g, cross) / layout.sync_every
+    if layout.grad_compression == "fp16":
+        return collective_s(cluster, "all_reduce", 2.0 * params, g, cross)
+    if layout.grad_compression == "powersgd":
+        r = POWERSGD_RANK
+        n = params / width
+        comm = (collective_s(cluster, "all_reduce", 4.0 * width * r, g, cross)
+                + collective_s(cluster, "all_reduce", 4.0 * n * r, g, cross))
+        return comm + 8.0 * r * params / cluster.device.compute_flops_per_s
+    return collective_s(cluster, "all_reduce", grad_bytes, g, cross)
 
 
 def data_parallel_wrapper(layout: Layout) -> tuple[bool, bool]:

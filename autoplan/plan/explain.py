@@ -41,6 +41,13 @@ def family_alternatives(profile: ModelProfile, cluster: ClusterProfile, train: T
     mem = cluster.device.memory_bytes
     out = [Alternative(c.layout, c.predicted, family=f"runner-up {i}", loses_on=loses_on(chosen.predicted, c.predicted, mem))
            for i, c in enumerate(best[1:], start=1)]
+    if chosen.layout.lossy:   # what the lossy option buys: the best exact layout beside it
+        try:
+            exact = search(profile, cluster, train, replace(opts, allow_lossy=(), top_k=1)).best[0]
+            out.append(Alternative(exact.layout, exact.predicted, family="best exact layout",
+                                   loses_on=loses_on(chosen.predicted, exact.predicted, mem)))
+        except (InfeasibleError, LayoutError):
+            pass
     for name, fields in FAMILIES.items():
         if _in_family(chosen, fields):
             continue
@@ -66,10 +73,18 @@ def explain(plan: Plan) -> list[str]:
     p = plan.predicted
     lines = [f"chosen: {plan.layout.short()}  step {p.step_time_s * 1e3:.2f} ms, "
              f"peak memory {p.peak_memory_bytes / 2**20:.1f} MiB per device"]
+    if plan.layout.lossy:
+        lines.append("LOSSY (allowed with --allow-lossy): " + plan.layout.lossy_note())
     terms = sorted(((v, k) for k, v in p.breakdown_s.items() if v > 0), reverse=True)
     if terms:
         lines.append("time goes to: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for v, k in terms))
+    if plan.layout.lossy:
+        exact = next((a for a in plan.alternatives if a.family == "best exact layout"), None)
+        if exact is not None:
+            lines.append(f"best exact layout: {exact.layout.short()}  {exact.predicted.step_time_s * 1e3:.2f} ms")
     for a in plan.alternatives:
+        if a.family == "best exact layout":
+            continue
         t = "does not fit" if not a.predicted.fits else f"{a.predicted.step_time_s * 1e3:.2f} ms"
         lines.append(f"{a.family}: {a.layout.short()}  {t}; loses on {a.loses_on}")
     return lines

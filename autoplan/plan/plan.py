@@ -14,6 +14,9 @@ from autoplan.jsonio import check_schema, read_json, require, write_json_atomic
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
+GRAD_COMPRESSION = ("none", "fp16", "powersgd")
+POWERSGD_RANK = 4
+"""rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
 COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
 
 
@@ -36,6 +39,12 @@ class Layout:
     recompute_layers: dict[str, str] = field(default_factory=dict)
     """per-layer recompute modes that override ``recompute`` (chosen by the ILP per pipeline rank:
     early ranks of 1F1B hold more micro-batches and gain more from recomputing)"""
+    grad_compression: str = "none"
+    """LOSSY, opt-in: ``fp16`` averages gradients rounded to fp16; ``powersgd`` averages a rank-4
+    approximation of each gradient matrix (with error feedback). DDP layouts only."""
+    sync_every: int = 1
+    """LOSSY, opt-in: local SGD. > 1: replicas step on their own gradients and average their
+    parameters every ``sync_every`` steps instead of averaging gradients every step. DDP only."""
 
     def __post_init__(self) -> None:
         for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches"):
@@ -53,12 +62,41 @@ class Layout:
                 raise LayoutError(f"layout: recompute mode of {name!r} must be one of {'|'.join(RECOMPUTE)}, got {mode!r}")
         if self.sp not in (0, 1):
             raise LayoutError(f"layout: sp must be 0 or 1, got {self.sp!r}")
+        if self.grad_compression not in GRAD_COMPRESSION:
+            raise LayoutError(f"layout: grad_compression must be one of {'|'.join(GRAD_COMPRESSION)}, "
+                              f"got {self.grad_compression!r}")
+        if not isinstance(self.sync_every, int) or self.sync_every < 1:
+            raise LayoutError(f"layout: sync_every must be a positive integer, got {self.sync_every!r}")
+        if self.lossy:
+            if not (self.zero == 0 and self.tp == 1 and self.pp == 1):
+                raise LayoutError("layout: gradient compression and local SGD need plain data parallel (DDP: "
+                                  "zero=0, tp=1, pp=1)")
+            if self.grad_compression != "none" and self.sync_every > 1:
+                raise LayoutError("layout: local SGD averages parameters, not gradients: no gradient compression with it")
         if self.sp and self.tp == 1:
             raise LayoutError("layout: sequence parallel (sp=1) needs tp > 1")
         if self.vp > 1 and self.schedule != "interleaved":
             raise LayoutError("layout: vp > 1 needs schedule=interleaved")
         if self.stages and len(self.stages) != self.pp * self.vp:
             raise LayoutError(f"layout: {len(self.stages)} stages listed but pp*vp = {self.pp * self.vp}")
+
+    @property
+    def lossy(self) -> bool:
+        """Whether the layout changes the mathematics of training (compression, local SGD)."""
+        return self.grad_compression != "none" or self.sync_every > 1
+
+    def lossy_note(self) -> str:
+        """What a lossy option changes, in words (empty when exact)."""
+        if self.grad_compression == "fp16":
+            return ("gradients are rounded to fp16 (about 3 significant digits) before they are averaged: "
+                    "small gradient components lose precision")
+        if self.grad_compression == "powersgd":
+            return (f"each gradient matrix is averaged as a rank-{POWERSGD_RANK} approximation (PowerSGD); the "
+                    "error is fed back into the next step's gradient, so the update is biased step to step")
+        if self.sync_every > 1:
+            return (f"local SGD: each replica steps on its own gradients and parameters are averaged every "
+                    f"{self.sync_every} steps, so replicas drift apart in between (not synchronous SGD)")
+        return ""
 
     @property
     def world_size(self) -> int:
@@ -81,6 +119,10 @@ class Layout:
             s += f" {self.schedule}"
         if self.sp:
             s += " sp"
+        if self.grad_compression != "none":
+            s += f" {self.grad_compression}-grads"
+        if self.sync_every > 1:
+            s += f" localsgd{self.sync_every}"
         return s
 
     def recompute_of(self, layer: str) -> str:
@@ -267,8 +309,8 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
     if not text:
         return {}
-    ints = {"dp", "tp", "pp", "vp", "mbs", "num_microbatches", "zero", "sp"}
-    strs = {"recompute", "schedule"}
+    ints = {"dp", "tp", "pp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every"}
+    strs = {"recompute", "schedule", "grad_compression"}
     aliases = {"m": "num_microbatches", "microbatches": "num_microbatches"}
     out: dict[str, Any] = {}
     for part in text.split(","):
@@ -297,6 +339,8 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
         raise InputError(f"--layout: sp must be 0 or 1, got {out['sp']}")
     if "recompute" in out and out["recompute"] not in RECOMPUTE:
         raise InputError(f"--layout: recompute must be one of {'|'.join(RECOMPUTE)}")
+    if "grad_compression" in out and out["grad_compression"] not in GRAD_COMPRESSION:
+        raise InputError(f"--layout: grad_compression must be one of {'|'.join(GRAD_COMPRESSION)}")
     if "schedule" in out and out["schedule"] not in SCHEDULES:
         raise InputError(f"--layout: schedule must be one of {'|'.join(SCHEDULES)}")
     return out

@@ -41,6 +41,11 @@ class SearchOptions:
     """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
     Off by default: CBC needs seconds per such ILP at scale (time limit below, gap reported)."""
+    allow_lossy: tuple[str, ...] = ()
+    """opt-in options that change the mathematics of training, for plain DDP layouts:
+    ``fp16`` / ``powersgd`` gradient compression, ``localsgd`` (parameter averaging every
+    ``local_sgd_periods`` steps). Empty: exact training only."""
+    local_sgd_periods: tuple[int, ...] = (2, 4, 8)
     prune_dominated: bool = True
     """skip variants that the cost model never prefers: GPipe where 1F1B runs (same time, more
     memory), ZeRO-1 (the executor runs it as ZeRO-2: same traffic, and the model counts no less memory).
@@ -112,8 +117,24 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                             for sp in sps:
                                 lay = dict(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
                                            recompute=recompute, schedule=schedule, sp=sp)
-                                if all(lay.get(k) == v for k, v in f.items() if k != "stages"):
-                                    yield Layout(**lay)
+                                for lossy in _lossy_variants(lay, opts):
+                                    lay2 = {**lay, **lossy}
+                                    if all(lay2.get(k, 1 if k == "sync_every" else "none") == v
+                                           for k, v in f.items() if k != "stages"):
+                                        yield Layout(**lay2)
+
+
+def _lossy_variants(lay: dict, opts: SearchOptions) -> list[dict]:
+    """The exact layout, plus the lossy options the user allowed where they apply (plain DDP)."""
+    out: list[dict] = [{}]
+    if not opts.allow_lossy or not (lay["dp"] > 1 and lay["tp"] == 1 and lay["pp"] == 1 and lay["zero"] == 0):
+        return out
+    for name in opts.allow_lossy:
+        if name in ("fp16", "powersgd"):
+            out.append({"grad_compression": name})
+        elif name == "localsgd":
+            out += [{"sync_every": h} for h in opts.local_sgd_periods if h > 1]
+    return out
 
 
 def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[tuple[str, int]]:
@@ -197,16 +218,17 @@ def per_layer_mode_costs(profile: ModelProfile, cluster: ClusterProfile, layout:
 
 def _tiebreak(c: Candidate) -> tuple:
     lay = c.layout
-    return (round(c.predicted.step_time_s, 12), c.predicted.peak_memory_bytes, lay.pp, lay.tp, lay.zero,
+    return (round(c.predicted.step_time_s, 12), lay.lossy, c.predicted.peak_memory_bytes, lay.pp, lay.tp, lay.zero,
             RECOMPUTE.index(lay.recompute), len(lay.recompute_layers), lay.vp, lay.sp, -lay.mbs)
 
 
 def _outer_key(lay: Layout) -> tuple:
-    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.num_microbatches, lay.zero, lay.schedule, lay.sp
+    return (lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.num_microbatches, lay.zero, lay.schedule, lay.sp,
+            lay.grad_compression, lay.sync_every)
 
 
 def _degrees(lay: Layout) -> tuple:
-    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.schedule
+    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.schedule, lay.grad_compression, lay.sync_every
 
 
 @dataclass

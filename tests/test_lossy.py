@@ -1,0 +1,95 @@
+"""Opt-in lossy options for slow networks: planned only when allowed, explained, and applied by the
+executor (DDP fp16 / PowerSGD hooks, local SGD) with the loss still falling."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from dist_utils import run_on_ranks
+from planner_instances import random_cluster, random_model_profile
+
+from autoplan.plan.api import Problem, solve_problem
+from autoplan.plan.cost import TrainingConfig
+from autoplan.plan.plan import Layout
+from autoplan.plan.search import SearchOptions
+
+STEPS = 8
+
+
+def lossy_worker(rank: int, world: int, layouts: list[dict]) -> dict:
+    import torch
+
+    import autoplan
+    from autoplan.execute.data import synthetic_batch
+    from autoplan.models.shapes import BUILTIN_SHAPES
+    from autoplan.models.transformer import build_model
+
+    torch.manual_seed(0)
+    shape = BUILTIN_SHAPES["gpt-tiny"]
+    out = {}
+    for d in layouts:
+        lay = Layout.from_dict(d)
+        par = autoplan.parallelize(build_model(shape, seed=0), lay)
+        opt = torch.optim.SGD(par.parameters(), lr=0.2)
+        losses, same = [], []
+        for step in range(STEPS):
+            tokens, labels = synthetic_batch(step, lay.global_batch, shape.seq_len, shape.vocab, 0)
+            losses.append(par.step(par.batch_slice(tokens), par.batch_slice(labels)))
+            opt.step()
+            par.after_optimizer_step()
+            opt.zero_grad(set_to_none=True)
+            # are the replicas' weights equal after this step? (max over ranks of the difference)
+            w = next(par.parameters()).detach().clone()
+            ref = w.clone()
+            torch.distributed.broadcast(ref, src=0)
+            diff = torch.tensor([float((w - ref).abs().max())])
+            torch.distributed.all_reduce(diff, op=torch.distributed.ReduceOp.MAX)
+            same.append(float(diff) == 0.0)
+        out[lay.short()] = {"losses": losses, "replicas_equal": same}
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_lossy_options_train_and_loss_falls():
+    base = dict(dp=4, mbs=2, num_microbatches=1)
+    layouts = [base, {**base, "grad_compression": "fp16"}, {**base, "grad_compression": "powersgd"},
+               {**base, "sync_every": 2}]
+    res = run_on_ranks(lossy_worker, 4, args=(layouts,), timeout_s=240)[0]
+    exact = res[Layout(**base).short()]["losses"]
+    for d in layouts[1:]:
+        r = res[Layout(**d).short()]
+        assert r["losses"][-1] < r["losses"][0] - 0.05, (d, r["losses"])        # still learns
+        assert abs(r["losses"][-1] - exact[-1]) < 0.1 * exact[-1]               # and about as well
+    assert res[Layout(**layouts[1]).short()]["losses"] != exact                # the hook really ran
+    local = res[Layout(**layouts[3]).short()]["replicas_equal"]
+    assert local == [i % 2 == 0 for i in range(STEPS)]    # averaged every 2nd step, apart in between
+    assert all(res[Layout(**base).short()]["replicas_equal"])
+
+
+def test_planner_uses_lossy_options_only_when_allowed_and_says_so():
+    rng = random.Random(3)
+    prof = random_model_profile(rng, n_blocks=4)
+    cluster = random_cluster(rng, world=4, memory_bytes=2**34)
+    for fits in cluster.links["intra_node"].values():     # a very slow network between the replicas
+        for f in fits.values():
+            f.bandwidth_bytes_per_s /= 1000
+    pb = Problem(prof, cluster, TrainingConfig(global_batch=8), "m", "c")
+    fixed = {"dp": 4}
+    exact = solve_problem(pb, SearchOptions(fixed=dict(fixed)))
+    assert not exact.layout.lossy
+    lossy = solve_problem(pb, SearchOptions(fixed=dict(fixed), allow_lossy=("fp16", "powersgd", "localsgd")))
+    assert lossy.layout.lossy
+    assert lossy.predicted.step_time_s < exact.predicted.step_time_s
+    assert any(line.startswith("LOSSY") for line in lossy.explanation)
+    assert any(a.family == "best exact layout" for a in lossy.alternatives)
+    # a dp sync that is not the bottleneck: compression cannot pay, so it is not chosen even if allowed
+    fast = copy.deepcopy(pb)
+    for fits in fast.cluster.links["intra_node"].values():
+        for f in fits.values():
+            f.bandwidth_bytes_per_s *= 1e6
+            f.latency_s = 0.0
+    assert not solve_problem(fast, SearchOptions(fixed=dict(fixed), allow_lossy=("fp16",))).layout.lossy
