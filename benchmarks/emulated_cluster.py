@@ -348,6 +348,8 @@ class CompareConfig:
     steps: int = 4
     warmup: int = 1
     profile_max_size: str = "1MiB"
+    allow_lossy: tuple[str, ...] = ()
+    """lossy options the planner may use (fp16, powersgd, localsgd); empty: exact training only"""
 
 
 @dataclass(frozen=True)
@@ -392,7 +394,9 @@ def compare_one(shape: LinkShape, cfg: CompareConfig, model_profile: Path, workd
         prof = ModelProfile.load(model_profile)
         train = TrainingConfig(global_batch=cfg.global_batch, precision="fp32", optimizer=cfg.optimizer)
         cl.device.memory_bytes = parse_bytes(cfg.memory_per_device)
-        plan = solve_problem(Problem(prof, cl, train, str(model_profile), str(prof_path)))
+        from autoplan.plan.search import SearchOptions
+        plan = solve_problem(Problem(prof, cl, train, str(model_profile), str(prof_path)),
+                             SearchOptions(allow_lossy=cfg.allow_lossy))
         plan.training.model_spec = cfg.model
         plan.save(workdir / "plan.json")
         key = lambda lay: (lay.dp, lay.tp, lay.pp)  # noqa: E731
@@ -458,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-per-device", default=CompareConfig.memory_per_device)
     p.add_argument("--steps", type=int, default=CompareConfig.steps)
     p.add_argument("--workdir", type=Path, default=Path("emulated-cluster-out"))
+    p.add_argument("--allow-lossy", default="", help="with --compare: lossy options the planner may use, "
+                                                      "e.g. fp16,powersgd,localsgd")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
     reason = unavailable_reason()
@@ -467,9 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     shape = UNSHAPED if args.unshaped else LinkShape(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
     try:
         if args.compare:
+            lossy = tuple(x for x in args.allow_lossy.split(",") if x)
             return compare(shape, CompareConfig(model=args.model, global_batch=args.global_batch,
-                                                memory_per_device=args.memory_per_device, steps=args.steps),
-                           args.workdir)
+                                                memory_per_device=args.memory_per_device, steps=args.steps,
+                                                allow_lossy=lossy), args.workdir)
         with emulated_cluster(shape) as cluster:
             _say(f"link {shape.describe()}: qdisc '{cluster.qdisc}'; nodes "
                  f"{[(n.netns, n.hostname, n.address) for n in cluster.nodes]}")
