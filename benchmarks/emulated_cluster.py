@@ -237,8 +237,9 @@ def _shape_link(node: EmulatedNode, shape: LinkShape) -> tuple[str, list[str]]:
     notes = [f"kernel has no sch_netem: the {shape.delay_ms:g} ms delay is NOT applied"] if shape.delay_ms else []
     if shape.rate_mbit is None:
         return "none", notes
-    # burst 64 KiB: one GSO segment; latency: a queue of at most 100 ms before drops
-    tbf = ["tbf", "rate", f"{shape.rate_mbit:g}mbit", "burst", "64kb", "latency", "100ms"]
+    # burst 64 KiB: one GSO segment; latency: a queue of up to 1 s before drops (a 100 ms queue
+    # dropped DDP's multi-MB buckets into TCP retransmission timeouts: steps 10x slower than the rate)
+    tbf = ["tbf", "rate", f"{shape.rate_mbit:g}mbit", "burst", "64kb", "latency", "1s"]
     _ip(*tc, *tbf)
     return " ".join(tbf), notes
 
