@@ -96,12 +96,19 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
         alt_plan.save(workdir / "plan_alternative.json")
         runs.append((runner_up.family, runner_up.layout, runner_up.predicted, workdir / "plan_alternative.json"))
     say(f"      {'layout':<48} {'predicted':>10} {'measured':>10}  losses")
+    results = []
     for name, lay, pred, path in runs:
         rows = train_with_plan(path, steps)
         if len(rows) < 2:
             raise InputError(f"training printed {len(rows)} step lines, expected {steps}")
         measured = statistics.median(t for _, _, t in rows[1:])
+        results.append((pred.step_time_s, measured))
         losses = " ".join(f"{l:.3f}" for _, l, _ in rows)
         say(f"      {lay.short():<48} {pred.step_time_s:>9.3f}s {measured:>9.3f}s  {losses}   ({name})")
+    if len(results) == 2 and results[0][1] > results[1][1] * 1.05:
+        say(f"      the measurement disagrees with the prediction: the alternative ran "
+            f"{results[0][1] / results[1][1]:.2f}x faster. Check more layouts and fit the cost model to this "
+            f"machine with: autoplan validate --model {workdir / 'model.json'} --cluster {workdir / 'cluster.json'} "
+            f"--global-batch {global_batch} --optimizer sgd --top-k 4 --calibrate")
     say(f"done in {time.perf_counter() - t0:.0f} s; plan at {workdir / 'plan.json'}")
     return 0
