@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
