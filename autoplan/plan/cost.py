@@ -33,7 +33,8 @@ w, g, o the weight, gradient and optimizer-state bytes per parameter::
                       + w [zero < 3]              the gathered weights, kept from forward to backward
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
     acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
-    inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B) | min(m, pp-r)*(1+(pp-1)/(pp*vp)) (interleaved)
+    inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B)
+             | min(m, ((vp-1)*pp + 2*(pp-1-r) + 1) / vp) (interleaved: torch's warm-up, m >= pp)
     buffers  = boundary tensors received and sent (the executor asks the schedule not to keep the
                last stage's outputs: ``step(..., return_outputs=False)``)
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
@@ -257,10 +258,14 @@ def inflight_microbatches(layout: Layout, rank: int) -> float:
         return 1.0
     if layout.schedule == "gpipe":
         return float(m)
-    base = float(min(m, p - rank))
     if layout.schedule == "interleaved":
-        return base * (1.0 + (p - 1) / (p * v))
-    return base
+        # torch's ScheduleInterleaved1F1B warms up with (v-1)*per_round + 2*(p-1-rank) chunk forwards
+        # before its first backward; each holds one chunk's activations (1/v of the rank's layers).
+        # On rank 0 this is DESIGN.md's 1 + (p-1)/(p*v) times 1F1B's p; later ranks hold relatively more.
+        per_round = m // max(1, m // p)
+        warmup = min(m * v, (v - 1) * per_round + 2 * (p - 1 - rank))
+        return min(float(m), (warmup + 1) / v)
+    return float(min(m, p - rank))
 
 
 def _width(profile: ModelProfile, params: float) -> float:
