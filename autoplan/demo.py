@@ -86,14 +86,11 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     say(f"[4/4] training {steps} steps with the plan (torchrun, {plan.layout.world_size} processes) ...")
     runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]
     # the best layout of another family (different degrees), to show what the choice is worth
-    key = lambda lay: (lay.dp, lay.tp, lay.pp)  # noqa: E731
-    runner_up = next((a for a in plan.alternatives if a.predicted.fits and a.layout.stages
-                      and key(a.layout) != key(plan.layout)), None)
-    if runner_up is not None:
-        alt_plan = type(plan)(layout=runner_up.layout, predicted=runner_up.predicted, solver=plan.solver,
-                              training=plan.training)
+    other = plan.other_degrees_alternative()
+    if other is not None:
+        alt, alt_plan = other
         alt_plan.save(workdir / "plan_alternative.json")
-        runs.append((runner_up.family, runner_up.layout, runner_up.predicted, workdir / "plan_alternative.json"))
+        runs.append((alt.family, alt.layout, alt.predicted, workdir / "plan_alternative.json"))
     say(f"      {'layout':<48} {'predicted':>10} {'measured':>10}  losses")
     results = []
     for name, lay, pred, path in runs:

@@ -400,16 +400,12 @@ def compare_one(shape: LinkShape, cfg: CompareConfig, model_profile: Path, workd
                              SearchOptions(allow_lossy=cfg.allow_lossy))
         plan.training.model_spec = cfg.model
         plan.save(workdir / "plan.json")
-        key = lambda lay: (lay.dp, lay.tp, lay.pp)  # noqa: E731
-        runner_up = next((a for a in plan.alternatives if a.predicted.fits and a.layout.stages
-                          and key(a.layout) != key(plan.layout)), None)
         runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]
-        if runner_up is not None:
-            alt = type(plan)(layout=runner_up.layout, predicted=runner_up.predicted, solver=plan.solver,
-                             training=plan.training)
-            alt.save(workdir / "plan_alternative.json")
-            runs.append((f"alternative ({runner_up.family})", runner_up.layout, runner_up.predicted,
-                         workdir / "plan_alternative.json"))
+        other = plan.other_degrees_alternative()
+        if other is not None:
+            alt, alt_plan = other
+            alt_plan.save(workdir / "plan_alternative.json")
+            runs.append((f"alternative ({alt.family})", alt.layout, alt.predicted, workdir / "plan_alternative.json"))
         for name, lay, pred, _ in runs:
             _say(f"   {name}: {lay.short()}, predicted {pred.step_time_s:.3f} s")
         results = []

@@ -19,15 +19,14 @@ figure is out of sample. The solver is then re-run with the calibration fitted t
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from autoplan.plan.api import Problem, complete_layout, solve_problem
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
-from autoplan.plan.search import SearchOptions, place
+from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
+from autoplan.plan.cost import TrainingConfig, evaluate
+from autoplan.plan.search import SearchOptions
 from autoplan.profile.formats import Calibration, ClusterProfile
 from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
@@ -48,12 +47,7 @@ def parse(spec: str) -> dict:
 
 
 def predict(pb: Problem, spec: dict):
-    lay = complete_layout(spec, pb.cluster.world_size, pb.train.global_batch)
-    costs = layer_costs(pb.profile, pb.cluster, lay, pb.train)
-    placed, _, _ = place(pb.profile, pb.cluster, lay, pb.train, costs)
-    if placed is None:
-        raise SystemExit(f"no placement for {lay.short()}")
-    return placed, evaluate(pb.profile, pb.cluster, placed, pb.train, costs)
+    return estimate_problem(pb, complete_layout(spec, pb.cluster.world_size, pb.train.global_batch))
 
 
 def repredict(pb: Problem, runs: list[Run], cal: Calibration) -> list[Run]:

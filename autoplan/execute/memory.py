@@ -105,14 +105,13 @@ class LiveTensorTracker(TorchDispatchMode):
     def refresh(self) -> None:
         """Re-read every tracked storage's size (catches resizes done outside ATen)."""
         for ptr, e in list(self._storages.items()):
-            for ref in (e[2],):
-                t = ref()
-                if t is None:
-                    continue
-                st = _storage(t)
-                n = _nbytes_and_ptr(st)[0] if st is not None else 0
-                if n != e[0]:
-                    self._resize(ptr, n)
+            t = e[2]()
+            if t is None:
+                continue
+            st = _storage(t)
+            n = _nbytes_and_ptr(st)[0] if st is not None else 0
+            if n != e[0]:
+                self._resize(ptr, n)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         for t in tree_flatten((args, kwargs))[0]:

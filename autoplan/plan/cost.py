@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from autoplan.errors import InputError
-from autoplan.plan.plan import Layout, Prediction
+from autoplan.plan.plan import POWERSGD_RANK, Layout, Prediction
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -284,7 +284,6 @@ def ddp_sync_s(cluster: ClusterProfile, layout: Layout, params: float, grad_byte
       plus its matmuls (about 8*r*params FLOPs) at the device's rate;
     - local SGD every H steps: an all-reduce of the weights, once per H steps.
     """
-    from autoplan.plan.plan import POWERSGD_RANK
     g = layout.dp
     if layout.sync_every > 1:
         return collective_s(cluster, "all_reduce", weight_bytes, g, cross) / layout.sync_every
@@ -376,7 +375,6 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     check_stages(profile, layout)
     costs = costs_for_layout(profile, cluster, layout, train, costs)
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
-    where = {n: j for j, st in enumerate(layout.stages) for n in st}
     tau = [0.0] * p
     comp = [0.0] * p
     reco = [0.0] * p

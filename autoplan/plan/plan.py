@@ -264,6 +264,15 @@ class Plan:
     alternatives: list[Alternative] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
 
+    def other_degrees_alternative(self) -> tuple["Alternative", "Plan"] | None:
+        """The first fitting alternative whose (dp, tp, pp) differ from the chosen layout's, and a
+        plan that runs it (same training spec): what a side-by-side run compares against."""
+        key = (self.layout.dp, self.layout.tp, self.layout.pp)
+        for a in self.alternatives:
+            if a.predicted.fits and a.layout.stages and (a.layout.dp, a.layout.tp, a.layout.pp) != key:
+                return a, Plan(layout=a.layout, predicted=a.predicted, solver=self.solver, training=self.training)
+        return None
+
     def to_dict(self) -> dict:
         return {
             "schema_version": PLAN_VERSION,

@@ -15,11 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import networkx as nx
+
 from autoplan.errors import InfeasibleError, LayoutError
 from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
                                  transient_bytes)
 from autoplan.plan.graph import build_layer_graph
-from autoplan.plan.ilp import solve_placement
+from autoplan.plan.ilp import TiedChainILP, solve_placement
 from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -202,15 +204,15 @@ def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train:
 
 
 def per_layer_mode_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
-                         costs: dict[str, LayerCost], opts: SearchOptions) -> dict[str, dict[str, LayerCost]] | None:
+                         costs: dict[str, LayerCost], opts: SearchOptions,
+                         graph: nx.DiGraph) -> dict[str, dict[str, LayerCost]] | None:
     """Costs under each recompute mode, when the ILP may choose modes per block for this layout
-    (a chain of identical blocks, several modes allowed, recompute not pinned by the user)."""
+    (a chain of identical blocks, several modes allowed, recompute not pinned by the user).
+    ``graph`` is the model's layer graph (its structure only)."""
     if (not opts.per_layer_recompute or layout.recompute != "none" or len(opts.recompute) < 2
             or "recompute" in opts.fixed):
         return None
-    order = profile.layer_names()
-    from autoplan.plan.ilp import TiedChainILP
-    if not TiedChainILP.applies(order, costs, build_layer_graph(profile)):
+    if not TiedChainILP.applies(profile.layer_names(), costs, graph):
         return None
     return {m: (costs if m == "none" else layer_costs(profile, cluster, layout, train, recompute=m))
             for m in opts.recompute}
@@ -251,11 +253,12 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
                           f"cluster's {world} devices")
     scored = []
     cal = cluster.calibration
+    structure = build_layer_graph(profile)
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
         scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
                        memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs, None))
-        modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts)
+        modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts, structure)
         if modes is not None:   # the same degrees with recompute chosen per block by the ILP
             least = min(modes.values(), key=lambda c: sum(x.act_bytes for x in c.values()))
             scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
