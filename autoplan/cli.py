@@ -72,9 +72,9 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(f"{what} must be a comma-separated list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise InputError(f"{what} must list positive integers, got {text!r}")
+        raise InputError(f"{what} must be a comma-separated list of integers, got {text[:60]!r}") from None
+    if not vals or any(not 1 <= v <= 2 ** 20 for v in vals):
+        raise InputError(f"{what} must list integers from 1 to {2 ** 20}, got {text[:60]!r}")
     return vals
 
 
@@ -210,11 +210,15 @@ def solve(
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
+    from autoplan.errors import InputError
     lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())
     unknown = set(lossy) - {"fp16", "powersgd", "localsgd"}
     if unknown:
-        from autoplan.errors import InputError
         raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(unknown))} (known: fp16, powersgd, localsgd)")
+    if not 0 <= top_k <= 100:
+        raise InputError(f"--top-k must be from 0 to 100, got {top_k}")
+    if not 0 < time_limit <= 86400:      # also refuses nan
+        raise InputError(f"--time-limit must be > 0 and at most 86400 seconds, got {time_limit}")
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
                          per_layer_recompute=per_layer_recompute, allow_lossy=lossy)
     with _progress("solving", enabled=not as_json) as update:

@@ -71,6 +71,14 @@ def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str,
 def make_problem(model: str, cluster: str, global_batch: int, *, precision: str | None = None,
                  optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
                  progress: Callable | None = None) -> Problem:
+    from autoplan.profile.formats import MAX_SEQ_LEN
+    TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
+    if precision is not None and precision not in ("fp32", "bf16", "fp16"):
+        raise InputError(f"--precision must be bf16, fp16 or fp32, got {precision!r}")
+    if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
+        raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN}, got {seq_len}")
+    if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
+        raise InputError(f"the memory per device must be positive, got {memory_per_device_bytes} bytes")
     cl = resolve_cluster(cluster)
     if memory_per_device_bytes is not None:
         cl.device.memory_bytes = memory_per_device_bytes

@@ -96,7 +96,10 @@ def parse_bytes(text: str) -> int:
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _UNITS:
         raise InputError(f"cannot read {text!r} as a byte count (examples: 4096, 512MiB, 80GB, 1.5GiB)")
-    return int(round(float(m.group(1)) * _UNITS[unit]))
+    value = float(m.group(1)) * _UNITS[unit]
+    if not value < 2 ** 62:          # also catches inf from a number with hundreds of digits
+        raise InputError(f"byte count {text[:40]!r} is too large")
+    return int(round(value))
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,6 +497,11 @@ def _build_profile(res: _RankZeroResult, *, name: str, device_type: str, memory_
 # local processes
 # --------------------------------------------------------------------------------------------
 
+def max_local_processes() -> int:
+    """The most local processes ``profile_cluster`` starts: 4 per CPU core (at least 8)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
 def default_cpu_memory_bytes(nproc: int) -> int:
     """``CPU_MEMORY_FRACTION`` of physical RAM split over ``nproc`` processes."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -554,6 +562,10 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
     (after a start-up allowance).  Raises AutoplanError when a worker fails or hangs."""
     if not isinstance(nproc, int) or nproc < 2:
         raise InputError(f"profiling a cluster needs nproc >= 2, got {nproc!r}")
+    if nproc > max_local_processes():
+        raise InputError(f"--nproc {nproc} is more processes than this machine can run at once "
+                         f"(at most {max_local_processes()}: 4 per CPU core); for a larger cluster run "
+                         f"`autoplan profile cluster` under torchrun on every node")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
         raise InputError(f"memory per device must be positive, got {memory_per_device_bytes}")
     sizes = sorted(set(int(s) for s in sizes_bytes if max_size_bytes is None or s <= max_size_bytes))
