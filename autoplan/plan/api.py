@@ -28,6 +28,8 @@ class Problem:
     train: TrainingConfig
     model_spec: str
     cluster_spec: str
+    memory_per_device_bytes: int | None = None
+    """the budget given on the command line in place of the cluster profile's (recorded in the plan)"""
 
 
 def resolve_cluster(spec: str) -> ClusterProfile:
@@ -86,7 +88,7 @@ def make_problem(model: str, cluster: str, global_batch: int, *, precision: str 
         precision = "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32"
     prof = resolve_model_profile(model, cl, precision=precision, seq_len=seq_len, progress=progress)
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
-                   model, cluster)
+                   model, cluster, memory_per_device_bytes)
 
 
 def _training_spec(pb: Problem, world: int) -> TrainingSpec:
@@ -96,7 +98,8 @@ def _training_spec(pb: Problem, world: int) -> TrainingSpec:
                         precision=pb.train.precision, optimizer=pb.train.optimizer,
                         model_profile=pb.model_spec if pb.model_spec.endswith(".json") else "",
                         cluster_profile=pb.cluster_spec if pb.cluster_spec.endswith(".json") else "",
-                        cluster_spec=pb.cluster_spec, world_size=world)
+                        cluster_spec=pb.cluster_spec, world_size=world,
+                        memory_per_device_bytes=pb.memory_per_device_bytes or 0)
 
 
 def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: bool = True,
