@@ -351,15 +351,20 @@ def demo(
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point: AutoplanError -> one line and exit 2; Ctrl-C -> exit 130."""
+    """Entry point: AutoplanError -> one line and exit 2; Ctrl-C -> one line and exit 130 (SIGTERM:
+    143), after every process the command started has been ended (autoplan.processes)."""
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupts_raise
     try:
-        app(args=argv, standalone_mode=False)
+        with interrupts_raise():
+            app(args=argv, standalone_mode=False)
     except AutoplanError as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         sys.exit(2)
+    except Interrupted as e:
+        _interrupted(e.signum)
     except KeyboardInterrupt:
-        _err("interrupted")
-        sys.exit(130)
+        _interrupted(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except Exception as e:  # click usage errors
@@ -370,6 +375,21 @@ def main(argv: Optional[List[str]] = None) -> None:
         if isinstance(e, click.exceptions.Abort):
             sys.exit(130)
         raise
+
+
+def _interrupted(signum: int) -> None:
+    """End the processes the command started (a second Ctrl-C meanwhile is ignored), say so, exit."""
+    import signal
+
+    from autoplan.processes import end_descendants
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        end_descendants()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    _err("interrupted")
+    sys.exit(128 + signum)
 
 
 if __name__ == "__main__":

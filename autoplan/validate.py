@@ -23,6 +23,7 @@ from autoplan.plan.api import Problem, solve_problem
 from autoplan.plan.cost import evaluate, layer_costs
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
 from autoplan.plan.search import SearchOptions, outer_layouts, place
+from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration
 
 
@@ -94,7 +95,7 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     cmd = torchrun_command(plan_path, measure.__file__,
                            ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
     for attempt in range(2):     # one retry: a local rendezvous can lose a race for its port
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = run_command(cmd, timeout_s=timeout_s)      # stopped with its workers on a timeout or Ctrl-C
         (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode == 0 and out_path.exists():
             break

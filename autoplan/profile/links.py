@@ -67,6 +67,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from autoplan.errors import AutoplanError, InputError
+from autoplan.jsonio import write_json_atomic
 from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
 from autoplan.profile.layers import ProgressCallback, ProgressEvent, device_name
 
@@ -511,7 +512,10 @@ def default_cpu_memory_bytes(nproc: int) -> int:
 def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, result_path: str,
                     events: "mp.Queue[ProgressEvent]") -> None:
     """One local process: join the gloo group through the parent's store, measure, and (rank 0)
-    write the results to ``result_path``."""
+    write the results to ``result_path``. Ctrl-C reaches the whole terminal process group: a worker
+    ignores it, and the parent stops the workers (:func:`_stop`)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, nproc, is_master=False, timeout=timedelta(seconds=cfg.timeout_s))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=nproc,
@@ -519,12 +523,12 @@ def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, resu
     try:
         res = _run_all(cfg, torch.device("cpu"), events.put, socket.gethostname())
         if res is not None:
-            Path(result_path).write_text(json.dumps({
+            write_json_atomic(result_path, {
                 "rank_hosts": res.rank_hosts, "layout": asdict(res.layout), "raw": res.raw.to_json(),
                 "compute_flops_per_s": res.compute_flops_per_s,
                 "memory_bandwidth_bytes_per_s": res.memory_bandwidth_bytes_per_s, "device_name": res.device_name,
                 "concurrent_compute_flops_per_s": res.concurrent_compute_flops_per_s,
-            }))
+            })
     finally:
         dist.destroy_process_group()
 
@@ -601,6 +605,9 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
             first = str(e).strip().splitlines()
             raise AutoplanError(f"cluster profile: a worker process failed after {last!r}: "
                                 f"{first[-1] if first else type(e).__name__}") from None
+        except BaseException:       # Ctrl-C, SIGTERM: no worker outlives the command
+            _stop(context)
+            raise
         if not os.path.exists(result_path):
             raise AutoplanError("cluster profile: the workers finished without writing results")
         d = json.loads(Path(result_path).read_text())
