@@ -320,6 +320,15 @@ def run(
     nnodes: int = typer.Option(1, help="nodes (one torchrun agent per node)"),
     node_rank: Optional[int] = typer.Option(None, help="this node's rank (multi-node)"),
     rdzv_endpoint: Optional[str] = typer.Option(None, help="host:port of the c10d rendezvous (multi-node)"),
+    max_restarts: Optional[int] = typer.Option(None, help="restart the workers this often after a failure (they "
+                                                          "resume from their checkpoint); default 0, or 3 with --elastic"),
+    elastic: bool = typer.Option(False, "--elastic", help="keep training when nodes are lost: re-solve the plan for the "
+                                                          "nodes that remain and resume from the last checkpoint; grow "
+                                                          "again at a checkpoint when they return (the script needs "
+                                                          "--ckpt-dir)"),
+    min_nodes: Optional[int] = typer.Option(None, help="with --elastic: the fewest nodes to go on with (default: 1)"),
+    rejoin_timeout: float = typer.Option(30.0, help="with --elastic: seconds a lost node has to come back before "
+                                                    "the job re-plans without it"),
 ) -> None:
     """Launch SCRIPT under torchrun with the plan's world size:  autoplan run plan.json -- SCRIPT [ARGS...]"""
     from autoplan.errors import InputError
@@ -330,8 +339,17 @@ def run(
     if not args:
         raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
     Plan.load(plan)   # refuse a malformed plan before starting anything
+    if elastic:
+        from autoplan.execute.elastic import DEFAULT_MAX_RESTARTS, elastic_launch
+        code = elastic_launch(plan, args[0], args[1:], nnodes=nnodes, min_nodes=min_nodes or 1, node_rank=node_rank,
+                              rdzv_endpoint=rdzv_endpoint, rejoin_timeout_s=rejoin_timeout,
+                              max_restarts=DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts)
+        raise typer.Exit(code)
+    if min_nodes is not None:
+        raise InputError("--min-nodes needs --elastic")
     from autoplan.execute.launch import launch
-    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                  max_restarts=max_restarts or 0)
     raise typer.Exit(code)
 
 

@@ -30,8 +30,9 @@ def init_process_group(backend: str) -> None:
     (``TORCHELASTIC_USE_AGENT_STORE``), and the workers of a restart then read the previous
     attempt's process-group keys (gloo peers' old addresses: "connectFullMesh failed ... Connection
     refused"). The store is prefixed here by ``TORCHELASTIC_RESTART_COUNT``, as torch itself did
-    before, so every attempt meets only its own keys. Outside torchrun's agent store this is the
-    plain environment initialisation.
+    before, so every attempt meets only its own keys. Outside torchrun's agent store (and under
+    ``autoplan run --elastic``, which gives each round a store of its own) this is the plain
+    environment initialisation.
     """
     import datetime
 
