@@ -98,6 +98,82 @@ def reference(plan: Path, ckpt_src: Path, step: int, until: int, workdir: Path, 
     return dict(seg[1])
 
 
+# -- the pieces, without processes ---------------------------------------------------------------------------
+
+def test_replan_restricts_the_cluster_and_keeps_the_training(tmp_path):
+    import random
+
+    from planner_instances import random_model_profile
+
+    from autoplan.errors import AutoplanError
+    from autoplan.execute.elastic import replan, restrict_cluster
+    from autoplan.plan.api import solve
+    from autoplan.plan.plan import Plan
+    from autoplan.profile.formats import ClusterProfile
+
+    prof = random_model_profile(random.Random(1), n_blocks=4)
+    prof.shape["heads"] = prof.shape["kv_heads"] = 4
+    prof.save(tmp_path / "model.json")
+    (tmp_path / "cluster.json").write_text(json.dumps(two_node_profile(["a", "b"])))
+    full = ClusterProfile.load(tmp_path / "cluster.json")
+    half = restrict_cluster(full, 1)
+    assert (half.num_nodes, half.devices_per_node, half.rank_hosts) == (1, 2, ["a", "a"])
+    assert half.links == full.links and full.num_nodes == 2          # the original is untouched
+
+    plan = solve(str(tmp_path / "model.json"), str(tmp_path / "cluster.json"), 8, optimizer="sgd",
+                 memory_per_device_bytes=2**30)
+    plan.save(tmp_path / "plan.json")
+    plan = Plan.load(tmp_path / "plan.json")
+    assert plan.training.memory_per_device_bytes == 2**30
+    assert replan(plan, 4) is plan
+    small = replan(plan, 2)
+    assert small.layout.world_size == 2 and small.layout.global_batch == 8
+    assert small.training == type(plan.training)(**{**plan.training.__dict__, "world_size": 2})
+    small.layout.check_against(2, prof.layer_names(), 8)
+    with pytest.raises(AutoplanError, match="whole nodes"):
+        replan(plan, 3)
+
+
+def test_grow_only_after_a_new_checkpoint(tmp_path):
+    from autoplan.execute.elastic import GrowAtCheckpoint
+
+    class Handler:
+        waiting = 0
+
+        def num_nodes_waiting(self) -> int:
+            return self.waiting
+
+        def get_run_id(self) -> str:
+            return "run"
+
+    def marker(step: int) -> None:
+        (tmp_path / f"step_{step:08d}").mkdir(exist_ok=True)
+        (tmp_path / f"step_{step:08d}" / ".metadata").write_bytes(b"")
+        (tmp_path / "latest").write_text(json.dumps({"step": step, "dir": f"step_{step:08d}"}))
+
+    h = Handler()
+    grow = GrowAtCheckpoint(h, tmp_path)
+    assert grow.get_run_id() == "run"            # everything else is the wrapped handler's
+    marker(20)
+    assert grow.num_nodes_waiting() == 0
+    h.waiting = 1
+    assert grow.num_nodes_waiting() == 0         # seen waiting at step 20: wait for the next checkpoint
+    assert grow.num_nodes_waiting() == 0
+    marker(40)
+    assert grow.num_nodes_waiting() == 1         # a checkpoint since: restart now
+
+
+def test_script_arguments():
+    from autoplan.execute.elastic import _replace_arg, script_arg
+    assert _replace_arg(["--steps", "3", "--plan", "a.json"], "--plan", "b.json") == ["--steps", "3", "--plan", "b.json"]
+    assert _replace_arg(["--plan=a.json"], "--plan", "b.json") == ["--plan=b.json"]
+    assert _replace_arg(["--steps", "3"], "--plan", "b.json") == ["--plan", "b.json", "--steps", "3"]
+    assert script_arg(["--ckpt-dir", "x", "--steps", "2"], "--ckpt-dir") == "x"
+    assert script_arg(["--ckpt-dir=y"], "--ckpt-dir") == "y" and script_arg([], "--ckpt-dir") is None
+
+
+# -- two emulated nodes -------------------------------------------------------------------------------------
+
 @pytest.fixture(scope="module")
 def cluster():
     reason = emu.unavailable_reason()
