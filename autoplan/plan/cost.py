@@ -17,6 +17,20 @@ Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m
 ``overhead`` and the scale factors on compute and communication coefficients come from the
 cluster profile's calibration (``validate --calibrate``); uncalibrated they are 0 and 1.
 
+Where the coefficients come from, per layer kind, best first:
+
+- **measured inside real groups** (``autoplan profile model --nproc N``,
+  :mod:`autoplan.execute.group_profile`) for a cluster of N devices on one node: forward+backward
+  with every device working at once, TP blocks through the executor's DTensor plan with their
+  collectives (``compute`` = the unsharded in-group time / t, ``tp_comm`` = the rest: collectives,
+  waits for the slowest rank, DTensor's per-op work), ZeRO-3 blocks through FSDP2 (``dp_sync`` =
+  the extra all-gather and reduce-scatter time with copy-in/out), the optimizer step on the
+  parameters as wrapped;
+- **sum of parts** otherwise: one rank's compute measured alone (times the shared-device slowdown
+  the cluster profile measured) or derived analytically, and alpha-beta fits of isolated
+  collectives for TP, DP and pipeline communication (other group sizes, other nodes, catalogue
+  hardware).
+
 For vp = 1 this is the classic (m-1)*max + sum, i.e. the (p-1)/m bubble of GPipe/1F1B for balanced
 stages; interleaving divides the bubble by vp. Data-parallel gradient synchronisation and the
 optimizer step are counted as exposed (not overlapped with backward): a conservative model that
@@ -187,6 +201,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
     by_kind: dict[str, LayerCost] = {}
     world = in_group_world(profile, cluster)
+    f_compute, f_optimizer = composition_factors(profile, world, mbs) if world else (1.0, 1.0)
     for kind_name, kind in profile.kinds.items():
         shard = tp if kind.tp_shardable else 1
         t = kind.timing(mbs, shard)
@@ -208,6 +223,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
                                    attn_flop_frac, train.optimizer) if world else None
         if measured is not None:
             compute, recompute, tp_comm, optimizer = measured
+            compute, recompute, optimizer = compute * f_compute, recompute * f_compute, optimizer * f_optimizer
             slow = 1.0      # measured with every device working at once
             if fsdp:
                 optimizer /= dp      # unless measured under FSDP (below): the step over this rank's shard
@@ -230,7 +246,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         elif fsdp_measured is not None:
             dp_sync, fsdp_adamw_s = fsdp_measured
             if train.optimizer == "adamw":
-                optimizer = fsdp_adamw_s
+                optimizer = fsdp_adamw_s * f_optimizer
         elif fsdp and params > 0:
             gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
             dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
@@ -289,6 +305,27 @@ def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None
     if profile.environment.get("device_type", cluster.device.type) != cluster.device.type:
         return None
     return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
+
+
+def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:
+    """(compute, optimizer) factors by which the layers composed into the whole model run slower
+    than the sum of each measured on its own, with ``world`` processes at once (both measured by
+    ``profile model --nproc``; 1.0 where the whole model was not measured). On CPU they come from a
+    working set larger than the caches and fresh activation memory every step (measured 1.2-1.3x
+    for gpt-small's forward+backward on one process)."""
+    whole = profile.whole_model_timing(mbs, world)
+    if whole is None:
+        return 1.0, 1.0
+    parts = opt = 0.0
+    for info in profile.layers:
+        g = profile.kinds[info.kind].group_timing(mbs, world=world)
+        if g is None:
+            return 1.0, 1.0
+        parts += g.forward_s + g.backward_s
+        opt += g.optimizer_s
+    f_c = (whole.forward_s + whole.backward_s) / parts if parts > 0 else 1.0
+    f_o = whole.optimizer_s / opt if opt > 0 and whole.optimizer_s > 0 else 1.0
+    return f_c, f_o
 
 
 def _in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str, attn_flop_frac: float,
@@ -396,6 +433,26 @@ def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tupl
     keep = [v for v in set(seen)
             if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in seen)]
     return tuple(sorted(keep))
+
+
+def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_s: float) -> float:
+    """Factor (<= 1) on a pipeline's compute and communication where devices share cores.
+
+    Costs of a cluster whose processes share cores (``compute_slowdown`` s > 1: more processes
+    than cores) are measured with every process busy. In a pipeline a rank waits for its
+    neighbours in the fill, the drain and between micro-batches, and a waiting process leaves its
+    core to the others: with a fraction u of the ranks busy on average (the ranks' work over the
+    pipeline's length), each computes at s*u of its alone time instead of s (never faster than
+    alone)::
+
+        relief = max(1/s, min(1, u)),   u = sum_r busy_r / (pp * pipeline)
+
+    1 without pipelining, and on devices that do not share (GPUs: s = 1)."""
+    s = cluster.device.compute_slowdown
+    if s <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
+        return 1.0
+    u = sum(busy_s) / (len(busy_s) * pipeline_s)
+    return max(1.0 / s, min(1.0, u))
 
 
 def inflight_microbatches(layout: Layout, rank: int) -> float:
@@ -557,6 +614,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
     bubble = (sum(tau) - t_max) / v
+    relief = shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble)
+    comp, reco, tpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, p2p))
+    t_max, bubble = t_max * relief, bubble * relief
     dp_sync = max(dps)
     optimizer = max(opt)
     overhead = cluster.calibration.step_overhead_s

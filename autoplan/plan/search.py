@@ -156,8 +156,9 @@ def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[
                     yield "interleaved", vp
 
 
-def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
-    """A step time no placement can beat: perfect balance and no pipeline sends."""
+def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
+    """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
+    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     c = [x.per_microbatch_s for x in costs.values()]
     # every one of the S-1 boundaries sends at least the cheapest layer output
@@ -166,7 +167,8 @@ def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
     t_max = max(total / p, max(c) if p * v == len(c) else 0.0)
     dps = [x.dp_sync_s for x in costs.values()]
     opt = [x.optimizer_s for x in costs.values()]
-    return (m - 1.0 / v) * t_max + total / v + sum(dps) / p + sum(opt) / p
+    relief = relief_floor if p > 1 else 1.0
+    return ((m - 1.0 / v) * t_max + total / v) * relief + sum(dps) / p + sum(opt) / p
 
 
 def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> float:
@@ -254,14 +256,15 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     scored = []
     cal = cluster.calibration
     structure = build_layer_graph(profile)
+    floor = 1.0 / max(1.0, cluster.device.compute_slowdown)     # shared cores: pipelines relieve contention
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
-        scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
+        scored.append((lower_bound_s(costs, lay, floor) + cal.step_overhead_s,
                        memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs, None))
         modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts, structure)
         if modes is not None:   # the same degrees with recompute chosen per block by the ILP
             least = min(modes.values(), key=lambda c: sum(x.act_bytes for x in c.values()))
-            scored.append((lower_bound_s(costs, lay) + cal.step_overhead_s,
+            scored.append((lower_bound_s(costs, lay, floor) + cal.step_overhead_s,
                            memory_lower_bound_bytes(least, lay) + cal.memory_overhead_bytes, lay, costs, modes))
     if not scored:
         raise LayoutError(_why_empty(profile, cluster, train, opts))
