@@ -358,6 +358,9 @@ def _why_empty(profile, cluster, train, opts) -> str:
                     f"or MLP width ({sh['ffn_hidden']})")
         if not any(k.tp_shardable for k in profile.kinds.values()) and f["tp"] > 1:
             return f"tp={f['tp']}: no layer of this model can be split by tensor parallelism"
+    for k in ("tp", "pp", "dp"):
+        if k in f and world % f[k]:
+            return f"{k}={f[k]} does not divide the world size {world}"
     if f:
         try:
             lay = complete_layout(f, world, batch)
@@ -365,8 +368,6 @@ def _why_empty(profile, cluster, train, opts) -> str:
                               kv_heads=sh.get("kv_heads"))
         except AutoplanError as e:
             return str(e)
-        if lay.pp * lay.vp > len(profile.layers):
-            return f"pp*vp = {lay.pp * lay.vp} chunks but the model has only {len(profile.layers)} layers"
         if lay.pp > 1 and lay.schedule not in opts.schedules:
             return f"schedule {lay.schedule} is not among the schedules searched ({', '.join(opts.schedules)})"
         if lay.zero not in opts.zero and lay.dp > 1:
