@@ -382,6 +382,14 @@ def holdout_report(ok: list[Result]) -> list[str]:
     """The generalisation figures of the one fitted constant (the sustained fraction per chip)."""
     lines = []
     source = lambda r: r.run.source.split("]")[0] + "]"  # noqa: E731
+    a100 = [r for r in ok if r.run.hardware == "A100"]
+    h100 = [r for r in ok if r.run.hardware == "H100"]
+    if a100 and h100:   # why the constant is per chip: one value for both does not carry over
+        for fit_on, judge in (("A100", "H100"), ("H100", "A100")):
+            f = fit_fraction(a100 if fit_on == "A100" else h100)
+            m, x = _errors([(r.predicted_at(f), r.run.step_time_s) for r in (h100 if judge == "H100" else a100)])
+            lines.append(f"  one fraction for both chips, fitted on the {fit_on} runs ({f:.3f}), judged on the "
+                         f"{judge} runs: mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
     for hw in ("A100", "H100"):
         sub = [r for r in ok if r.run.hardware == hw]
         if len(sub) < 2:
