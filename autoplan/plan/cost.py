@@ -389,12 +389,7 @@ def _stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     recompute = t.selective_recompute_s if mode == "selective" else (t.forward_s if mode == "full" else 0.0)
     tp_comm = 0.0
     if shard > 1 and is_block:
-        n = 4 + (2 if mode == "full" else 0)
-        if layout.sp:
-            tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
-                           + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
-        else:
-            tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+        tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode)
     elif shard > 1:
         hidden_b = profile.seq_len * layout.mbs * int((profile.shape or {}).get("hidden", 0)) * prec_b
         if kind_name == "head" and layout.sp:
@@ -422,16 +417,20 @@ def _sum_of_parts(cluster: ClusterProfile, layout: Layout, fwd: float, bwd: floa
         recompute = fwd * attn_flop_frac
     elif mode == "full":
         recompute = fwd
-    tp_comm = 0.0
-    if shard > 1:
-        tp = layout.tp
-        n = 4 + (2 if mode == "full" else 0)
-        if layout.sp:
-            tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
-                           + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
-        else:
-            tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+    tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode) if shard > 1 else 0.0
     return fwd + bwd, recompute, tp_comm
+
+
+def block_tp_comm_s(cluster: ClusterProfile, layout: Layout, out_b: float, tp_x: bool, mode: str) -> float:
+    """Megatron TP's collectives of one block per micro-batch: two all-reduces of the block output in
+    forward and two in backward (SP: an all-gather before and a reduce-scatter after each sublayer);
+    full recompute repeats the forward's two."""
+    tp = layout.tp
+    n = 4 + (2 if mode == "full" else 0)
+    if layout.sp:
+        return n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
+                    + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+    return n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
 
 
 def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None:
