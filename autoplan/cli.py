@@ -31,7 +31,8 @@ PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (F
                       "PP across nodes); --layout fields override it")
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
-               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy)")
+               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy) "
+               "stage_blocks(estimate: blocks per pipeline chunk, e.g. 5/6/6/5)")
 
 
 def _err(msg: str) -> None:
@@ -257,12 +258,11 @@ def estimate(
     """Predict the step time and memory of one given layout, with the same cost model as solve.
 
     When the layout gives no stages, the solver's partitioner places the layers for those degrees."""
-    from autoplan.plan.api import complete_layout, estimate_problem, make_problem
+    from autoplan.plan.api import estimate_problem, given_layout, make_problem
     from autoplan.plan.plan import parse_layout_constraints
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
-    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
-                                                     global_batch))
+    lay, pred = estimate_problem(pb, given_layout(pb, parse_layout_constraints(layout)))
     if as_json:
         typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
         return

@@ -57,6 +57,12 @@ class LayerTiming:
     """bytes autograd saves for backward, per micro-batch, on one TP rank"""
     output_bytes: int
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
+    selective_recompute_s: float = 0.0
+    """analytic profiles: the part of ``forward_s`` that selective recomputation repeats (0: not
+    known; the cost model then uses the attention share of the FLOPs)"""
+    sequence_parallel_saving_s: float = 0.0
+    """analytic profiles: forward + backward time that sequence parallel removes at this TP degree
+    (norms, residual adds and dropout run on 1/tp of the tokens); 0: not known"""
 
 
 @dataclass
@@ -139,6 +145,8 @@ class LayerKindProfile:
             backward_s=fit("backward_s") * scale,
             saved_activation_bytes=int(per_sample("saved_activation_bytes") * scale),
             output_bytes=per_sample("output_bytes"),
+            selective_recompute_s=fit("selective_recompute_s") * scale,
+            sequence_parallel_saving_s=fit("sequence_parallel_saving_s") * scale,
         )
 
 
@@ -249,7 +257,9 @@ class ModelProfile:
                 timings = [LayerTiming(mbs=int(t["mbs"]), tp=int(t.get("tp", 1)),
                                        forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
                                        saved_activation_bytes=int(t["saved_activation_bytes"]),
-                                       output_bytes=int(t["output_bytes"]))
+                                       output_bytes=int(t["output_bytes"]),
+                                       selective_recompute_s=float(t.get("selective_recompute_s", 0.0)),
+                                       sequence_parallel_saving_s=float(t.get("sequence_parallel_saving_s", 0.0)))
                            for t in v["timings"]]
                 groups = [_group_timing(g) for g in v.get("group_timings", [])]
                 kinds[k] = LayerKindProfile(param_count=int(v["param_count"]), param_bytes=int(v["param_bytes"]),
