@@ -67,10 +67,11 @@ class GroupProfileConfig:
     spec: str
     """the model spec (any form :func:`autoplan.models.registry.build_model_from_spec` takes)"""
     mbs_list: tuple[int, ...] = (1, 2, 4)
-    tp_list: tuple[int, ...] = (2, 4, 8)
-    """TP group sizes (those that divide the world, the heads and the TP layers are measured)"""
-    dp_list: tuple[int, ...] = (2, 4, 8)
-    """FSDP (ZeRO-3) group sizes (those that divide the world are measured)"""
+    tp_list: tuple[int, ...] | None = None
+    """TP group sizes (those that divide the world, the heads and the TP layers are measured);
+    None: every divisor of the world above 1"""
+    dp_list: tuple[int, ...] | None = None
+    """FSDP (ZeRO-3) group sizes (those that divide the world are measured); None: every divisor above 1"""
     seq_len: int | None = None
     precision: str = "fp32"
     warmup: int = 2
@@ -305,11 +306,11 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
             out.append((kind, mbs, 1, 0, 1))
             if not kind.tp_shardable:
                 continue
-            for t in sorted(set(cfg.tp_list)):
+            for t in sorted(set(cfg.tp_list or range(2, w + 1))):
                 if t > 1 and w % t == 0 and tp_divisors_ok(job.model, kind, t):
                     seq_ok = job.seq_len % t == 0
                     out += [(kind, mbs, t, sp, 1) for sp in ((0, 1) if seq_ok else (0,))]
-            for d in sorted(set(cfg.dp_list)):
+            for d in sorted(set(cfg.dp_list or range(2, w + 1))):
                 if d > 1 and w % d == 0:
                     out.append((kind, mbs, 1, 0, d))
     return out
