@@ -200,7 +200,7 @@ def hf_shape(spec: str) -> ModelShape:
     bad = {k: v for k, v in vals.items() if isinstance(v, bool) or not isinstance(v, int)}
     if bad:
         raise InputError(f"{spec!r}: {', '.join(f'{k} must be an integer, got {v!r}' for k, v in bad.items())}")
-    return ModelShape(name=spec, **vals)
+    return ModelShape(name=spec, mlp="gelu" if arch.family == "gpt2" else "swiglu", **vals)
 
 
 def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:

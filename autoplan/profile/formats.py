@@ -12,6 +12,8 @@ Model profile (``kind: model_profile``)::
                  in execution (topological) order
     edges        [["embed", "block.0"], ...]     data flow between layers (a DAG)
     kinds        {kind: LayerKindProfile}        identical layers share one measured kind
+                 each with ``timings`` (one process alone) and, when measured inside real process
+                 groups (``autoplan profile model --nproc N``), ``group_timings`` (every rank at once)
 
 Cluster profile (``kind: cluster_profile``)::
 
@@ -63,6 +65,41 @@ class LayerTiming:
     """bytes autograd saves for backward, per micro-batch, on one TP rank"""
     output_bytes: int
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
+    selective_recompute_s: float = 0.0
+    """analytic profiles: the part of ``forward_s`` that selective recomputation repeats (0: not
+    known; the cost model then uses the attention share of the FLOPs)"""
+    sequence_parallel_saving_s: float = 0.0
+    """analytic profiles: forward + backward time that sequence parallel removes at this TP degree
+    (norms, residual adds and dropout run on 1/tp of the tokens); 0: not known"""
+
+
+@dataclass
+class GroupTiming:
+    """One layer kind measured inside real process groups with ``world`` processes working at once
+    (:mod:`autoplan.execute.group_profile`): what the executor's wrappers really cost per micro-batch,
+    framework work, contention and rank synchronisation included. The slowest rank's figures."""
+
+    world: int
+    """processes that ran at once (the cluster size these figures are for)"""
+    mbs: int
+    tp: int = 1
+    """TP group size (the executor's ``parallelize_module`` plan and collectives); 1: no TP"""
+    sp: int = 0
+    """1: sequence parallel (the block takes and returns its sequence slice)"""
+    dp: int = 1
+    """FSDP group size under ``fully_shard(reshard_after_forward=True)`` (ZeRO-3); 1: no FSDP"""
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    """backward without data-parallel gradient reduction (FSDP: gradient sync off)"""
+    backward_sync_s: float = 0.0
+    """FSDP only: a backward that also reduce-scatters the gradients (0 otherwise)"""
+    optimizer_s: float = 0.0
+    """one AdamW ``step()`` over this layer's parameters as wrapped (DTensor shards under TP/FSDP)"""
+    optimizer_sgd_s: float = 0.0
+    """the same for SGD"""
+
+    def key(self) -> tuple[int, int, int, int]:
+        return self.world, self.tp, self.sp, self.dp
 
 
 @dataclass
@@ -77,6 +114,17 @@ class LayerKindProfile:
     timings: list[LayerTiming]
     flops_per_sample: float = 0.0
     """forward FLOPs per sample (sequence), if known; informational"""
+    group_timings: list[GroupTiming] = field(default_factory=list)
+    """measured inside real process groups (empty unless profiled with ``--nproc``)"""
+
+    def group_timing(self, mbs: int, *, world: int, tp: int = 1, sp: int = 0, dp: int = 1) -> GroupTiming | None:
+        """The in-group figures at (world, tp, sp, dp) for ``mbs``: measured, or linear in mbs
+        through the measured sizes (times per micro-batch grow with it; the optimizer does not).
+        None when that combination was not measured."""
+        return _fit_group(self.group_timings, mbs, (world, tp, sp, dp))
+
+    def group_worlds(self) -> set[int]:
+        return {g.world for g in self.group_timings}
 
     def timing(self, mbs: int, tp: int = 1) -> LayerTiming:
         """The timing at (mbs, tp): measured if present, else fitted linearly in mbs from the
@@ -92,16 +140,7 @@ class LayerKindProfile:
         scale = (base_tp / tp) if self.tp_shardable else 1.0
 
         def fit(attr: str) -> float:
-            xs = [t.mbs for t in pts]
-            ys = [float(getattr(t, attr)) for t in pts]
-            if len(xs) == 1:
-                return ys[0] * mbs / xs[0]
-            n = len(xs)
-            mx, my = sum(xs) / n, sum(ys) / n
-            sxx = sum((x - mx) ** 2 for x in xs)
-            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-            icpt = my - slope * mx
-            return max(0.0, icpt + slope * mbs)
+            return max(0.0, linear_fit([t.mbs for t in pts], [float(getattr(t, attr)) for t in pts], mbs))
 
         def per_sample(attr: str) -> int:
             # memory is proportional to the micro-batch size: use the largest measurement
@@ -114,7 +153,39 @@ class LayerKindProfile:
             backward_s=fit("backward_s") * scale,
             saved_activation_bytes=int(per_sample("saved_activation_bytes") * scale),
             output_bytes=per_sample("output_bytes"),
+            selective_recompute_s=fit("selective_recompute_s") * scale,
+            sequence_parallel_saving_s=fit("sequence_parallel_saving_s") * scale,
         )
+
+
+def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, int]) -> GroupTiming | None:
+    """The figures with ``key`` (world, tp, sp, dp) at ``mbs``: measured, or linear in mbs through
+    the measured sizes (the optimizer does not depend on mbs); None when none has that key."""
+    pts = sorted((g for g in timings if g.key() == key), key=lambda g: g.mbs)
+    if not pts:
+        return None
+    for g in pts:
+        if g.mbs == mbs:
+            return g
+    xs = [g.mbs for g in pts]
+
+    def fit(attr: str) -> float:
+        return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
+    world, tp, sp, dp = key
+    return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fit("forward_s"),
+                       backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
+                       optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
+
+
+def linear_fit(xs: list[int], ys: list[float], x: float) -> float:
+    """Least-squares line through (xs, ys) evaluated at ``x``; through the origin for one point."""
+    if len(xs) == 1:
+        return ys[0] * x / xs[0]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((a - mx) ** 2 for a in xs)
+    slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sxx
+    return my - slope * mx + slope * x
 
 
 @dataclass
@@ -135,7 +206,10 @@ def _layer_kind(v: Any, where: str) -> LayerKindProfile:
             forward_s=as_float(require(t, "forward_s", at), f"{at}.forward_s"),
             backward_s=as_float(require(t, "backward_s", at), f"{at}.backward_s"),
             saved_activation_bytes=as_int(require(t, "saved_activation_bytes", at), f"{at}.saved_activation_bytes"),
-            output_bytes=as_int(require(t, "output_bytes", at), f"{at}.output_bytes"))
+            output_bytes=as_int(require(t, "output_bytes", at), f"{at}.output_bytes"),
+            selective_recompute_s=as_float(t.get("selective_recompute_s", 0.0), f"{at}.selective_recompute_s"),
+            sequence_parallel_saving_s=as_float(t.get("sequence_parallel_saving_s", 0.0),
+                                                f"{at}.sequence_parallel_saving_s"))
         if (timing.mbs, timing.tp) in seen:
             raise InputError(f"{at}: a second timing at mbs {timing.mbs}, tp {timing.tp}")
         seen.add((timing.mbs, timing.tp))
@@ -146,7 +220,8 @@ def _layer_kind(v: Any, where: str) -> LayerKindProfile:
     return LayerKindProfile(param_count=as_int(require(v, "param_count", where), f"{where}.param_count"),
                             param_bytes=as_int(require(v, "param_bytes", where), f"{where}.param_bytes"),
                             tp_shardable=shardable, timings=timings,
-                            flops_per_sample=as_float(v.get("flops_per_sample", 0.0), f"{where}.flops_per_sample"))
+                            flops_per_sample=as_float(v.get("flops_per_sample", 0.0), f"{where}.flops_per_sample"),
+                            group_timings=_group_timings(v.get("group_timings", []), f"{where}.group_timings"))
 
 
 @dataclass
@@ -165,6 +240,13 @@ class ModelProfile:
     """the same for plain SGD (0 if not measured); ``optimizer_step_s_per_param`` is AdamW"""
     source: str = "measured"
     """"measured" (on a device) or "analytic" (derived from a published hardware spec)"""
+    whole_model_timings: list[GroupTiming] = field(default_factory=list)
+    """the whole model (every unit composed) measured with ``world`` processes at once, per mbs:
+    layers composed into a model run slower than each alone (``profile model --nproc``)"""
+
+    def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
+        """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
+        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1))
 
     # -- helpers -------------------------------------------------------------------------
     def layer_names(self) -> list[str]:
@@ -191,6 +273,7 @@ class ModelProfile:
             "environment": self.environment,
             "optimizer_step_s_per_param": self.optimizer_step_s_per_param,
             "optimizer_step_s_per_param_sgd": self.optimizer_step_s_per_param_sgd,
+            "whole_model_timings": [asdict(g) for g in self.whole_model_timings],
             "layers": [asdict(l) for l in self.layers],
             "edges": [list(e) for e in self.edges],
             "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings]}
@@ -252,11 +335,51 @@ class ModelProfile:
                                                        f"{source}: optimizer_step_s_per_param"),
                    optimizer_step_s_per_param_sgd=as_float(d.get("optimizer_step_s_per_param_sgd", 0.0),
                                                            f"{source}: optimizer_step_s_per_param_sgd"),
-                   source=as_str(d.get("source", "measured"), f"{source}: source"))
+                   source=as_str(d.get("source", "measured"), f"{source}: source"),
+                   whole_model_timings=_group_timings(d.get("whole_model_timings", []), f"{source}: whole_model_timings"))
 
     @classmethod
     def load(cls, path) -> "ModelProfile":
         return cls.from_dict(read_json(path, "model profile"), source=str(path))
+
+
+def _group_timing(g: Any, where: str) -> GroupTiming:
+    """A GroupTiming from JSON: positive integer sizes, finite non-negative times (InputError otherwise)."""
+    g = as_dict(g, where)
+    fields = GroupTiming.__dataclass_fields__
+    unknown = set(g) - set(fields)
+    if unknown:
+        raise InputError(f"{where}: unknown keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
+    if "world" not in g or "mbs" not in g:
+        raise InputError(f"{where}: needs world and mbs")
+    return GroupTiming(**{f: (as_float(g[f], f"{where}.{f}") if f.endswith("_s") else
+                              as_int(g[f], f"{where}.{f}", minimum=0 if f == "sp" else 1,
+                                     maximum=1 if f == "sp" else MAX_DEVICES))
+                          for f in fields if f in g})
+
+
+def _group_timings(items: Any, where: str) -> list[GroupTiming]:
+    """A list of GroupTimings, at most one per (world, tp, sp, dp, mbs): a line is fitted through them."""
+    out, seen = [], set()
+    for i, g in enumerate(as_list(items, where)):
+        t = _group_timing(g, f"{where}[{i}]")
+        if (t.key(), t.mbs) in seen:
+            raise InputError(f"{where}[{i}]: a second timing for world {t.world}, tp {t.tp}, sp {t.sp}, dp {t.dp}, "
+                             f"mbs {t.mbs}")
+        seen.add((t.key(), t.mbs))
+        out.append(t)
+    return out
+
+
+def _group_size(key: Any, where: str) -> int:
+    """A JSON object key that is a group size (``"8"``)."""
+    try:
+        size = int(key)
+    except ValueError:
+        raise InputError(f"{where}: {short_repr(key)} is not a group size") from None
+    if not 1 <= size <= MAX_DEVICES:
+        raise InputError(f"{where}: group size {size} must be between 1 and {MAX_DEVICES}")
+    return size
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,21 +426,37 @@ class Calibration:
     """Corrections learned by ``autoplan validate --calibrate`` from measured runs on this cluster.
 
     The cost model multiplies every compute coefficient (forward, backward, recompute, optimizer)
-    by ``compute_scale``, tensor-parallel communication by ``tp_comm_scale`` and the other
-    communication by ``comm_scale``, adds
+    by ``compute_scale``, tensor-parallel communication by ``tp_scale(tp)`` (per TP degree where
+    fitted, else ``tp_comm_scale``), pipeline sends by ``comm_scale`` and data-parallel
+    synchronisation by ``dp_sync_scale``, adds
     ``step_overhead_s`` to each step (framework work per step: Python, schedules, launches) and
     ``memory_overhead_bytes`` to each device (what the parts do not account for: allocator,
     communication buffers, temporaries). The identity calibration changes nothing."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
-    """data-parallel and pipeline communication"""
+    """pipeline sends (and, in profiles calibrated before dp_sync_scale existed, DP synchronisation)"""
     tp_comm_scale: float = 1.0
     """tensor-parallel communication (on the critical path, many small calls, DTensor's own work)"""
     step_overhead_s: float = 0.0
     memory_overhead_bytes: int = 0
     runs: int = 0
     """how many measured layouts the figures were fitted to (0: not calibrated)"""
+    dp_sync_scale: float = 1.0
+    """data-parallel gradient (and ZeRO weight) synchronisation"""
+    tp_comm_scale_by_degree: dict[int, float] = field(default_factory=dict)
+    """TP communication scale per TP degree, where enough runs of that degree informed it"""
+
+    def tp_scale(self, tp: int) -> float:
+        return self.tp_comm_scale_by_degree.get(tp, self.tp_comm_scale)
+
+    def summary(self) -> str:
+        """One line, e.g. ``compute x1.020, TP communication x1.3 (tp2 x1.1, tp4 x1.6), ...``."""
+        per = ", ".join(f"tp{t} x{v:.3f}" for t, v in sorted(self.tp_comm_scale_by_degree.items()))
+        return (f"compute x{self.compute_scale:.3f}, TP communication x{self.tp_comm_scale:.3f}"
+                + (f" ({per})" if per else "") + f", pipeline sends x{self.comm_scale:.3f}, "
+                f"DP synchronisation x{self.dp_sync_scale:.3f}, +{self.step_overhead_s * 1e3:.1f} ms per step, "
+                f"+{self.memory_overhead_bytes / 2**20:.1f} MiB per device ({self.runs} runs)")
 
 
 @dataclass
@@ -418,12 +557,7 @@ class ClusterProfile:
                 links[c][op] = {}
                 for g, f in as_dict(fits, f"{source}: links.{c}.{op}").items():
                     where = f"{source}: links.{c}.{op}[{short_repr(g)}]"
-                    try:
-                        size = int(g)
-                    except ValueError:
-                        raise InputError(f"{where}: the group size must be an integer") from None
-                    if not 1 <= size <= MAX_DEVICES:
-                        raise InputError(f"{where}: the group size must be between 1 and {MAX_DEVICES}")
+                    size = _group_size(g, where)
                     f = as_dict(f, where)
                     links[c][op][size] = LinkFit(
                         latency_s=as_float(require(f, "latency_s", where), f"{where}.latency_s"),
@@ -460,6 +594,12 @@ def _calibration(d: dict | None, source: str) -> Calibration:
     return Calibration(
         compute_scale=as_float(d.get("compute_scale", 1.0), f"{at}.compute_scale", positive=True, maximum=1e6),
         comm_scale=as_float(d.get("comm_scale", 1.0), f"{at}.comm_scale", positive=True, maximum=1e6),
+        dp_sync_scale=as_float(d.get("dp_sync_scale", d.get("comm_scale", 1.0)), f"{at}.dp_sync_scale", positive=True,
+                               maximum=1e6),
+        tp_comm_scale_by_degree={_group_size(k, f"{at}.tp_comm_scale_by_degree"):
+                                 as_float(v, f"{at}.tp_comm_scale_by_degree[{short_repr(k)}]", positive=True, maximum=1e6)
+                                 for k, v in as_dict(d.get("tp_comm_scale_by_degree", {}),
+                                                     f"{at}.tp_comm_scale_by_degree").items()},
         tp_comm_scale=as_float(d.get("tp_comm_scale", 1.0), f"{at}.tp_comm_scale", positive=True, maximum=1e6),
         step_overhead_s=as_float(d.get("step_overhead_s", 0.0), f"{at}.step_overhead_s"),
         memory_overhead_bytes=as_int(d.get("memory_overhead_bytes", 0), f"{at}.memory_overhead_bytes"),
