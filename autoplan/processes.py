@@ -51,6 +51,21 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
             signal.signal(s, h)
 
 
+@contextmanager
+def children_ignore(signals: Sequence[int]) -> Iterator[None]:
+    """Processes started while active ignore ``signals`` (an ignored disposition survives fork and
+    exec, and Python then leaves it alone); this process gets any of them that arrive meanwhile when
+    the block ends (Linux keeps a blocked signal pending even while it is ignored). Main thread only."""
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every process visible in /proc."""
     out = {}

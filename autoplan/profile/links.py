@@ -53,12 +53,14 @@ import math
 import os
 import queue
 import re
+import signal
 import socket
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -68,6 +70,7 @@ import torch.multiprocessing as mp
 
 from autoplan.errors import AutoplanError, InputError
 from autoplan.jsonio import write_json_atomic
+from autoplan.processes import children_ignore
 from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
 from autoplan.profile.layers import ProgressCallback, ProgressEvent, device_name
 
@@ -512,10 +515,8 @@ def default_cpu_memory_bytes(nproc: int) -> int:
 def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, result_path: str,
                     events: "mp.Queue[ProgressEvent]") -> None:
     """One local process: join the gloo group through the parent's store, measure, and (rank 0)
-    write the results to ``result_path``. Ctrl-C reaches the whole terminal process group: a worker
-    ignores it, and the parent stops the workers (:func:`_stop`)."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    write the results to ``result_path``. It ignores SIGINT (the parent stops it on Ctrl-C, see
+    :func:`profile_cluster`)."""
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, nproc, is_master=False, timeout=timedelta(seconds=cfg.timeout_s))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=nproc,
@@ -579,14 +580,19 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=timeout_s))
     ctx = mp.get_context("spawn")
-    events = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="autoplan-links-") as tmp:
         result_path = os.path.join(tmp, "rank0.json")
-        context = mp.start_processes(_spawned_worker, args=(nproc, store.port, cfg, result_path, events),
-                                     nprocs=nproc, join=False, start_method="spawn")
+        context = None
         deadline = time.monotonic() + STARTUP_ALLOWANCE_S + timeout_s
         last = "start-up"
         try:
+            # The terminal's Ctrl-C goes to the whole process group: the workers (and multiprocessing's
+            # resource tracker) ignore it, so that only this process sees it and stops them.
+            resource_tracker.ensure_running()     # now: starting it later would unblock SIGINT meanwhile
+            with children_ignore([signal.SIGINT]):
+                events = ctx.Queue()
+                context = mp.start_processes(_spawned_worker, args=(nproc, store.port, cfg, result_path, events),
+                                             nprocs=nproc, join=False, start_method="spawn")
             while not context.join(timeout=0.2):
                 try:
                     while True:
@@ -606,7 +612,8 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
             raise AutoplanError(f"cluster profile: a worker process failed after {last!r}: "
                                 f"{first[-1] if first else type(e).__name__}") from None
         except BaseException:       # Ctrl-C, SIGTERM: no worker outlives the command
-            _stop(context)
+            if context is not None:
+                _stop(context)
             raise
         if not os.path.exists(result_path):
             raise AutoplanError("cluster profile: the workers finished without writing results")
