@@ -326,7 +326,8 @@ def validate(
     runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say)
     if plot is not None:
         from autoplan.draw import draw_validation
-        draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured")
+        draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",
+                        budget_bytes=pb.cluster.device.memory_bytes)
         typer.echo(f"wrote {plot}", err=True)
     if as_json:
         typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))

@@ -60,6 +60,7 @@ def _save(fig, out: Path) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=130, bbox_inches="tight")
+        os.chmod(tmp, 0o644)          # mkstemp makes 0600; a picture is meant to be shared
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -138,11 +139,12 @@ def _draw_memory(ax, by_rank: list[dict[str, int]], budget_bytes: int) -> None:
     ax.set_ylim(len(by_rank) - 0.5, -0.9)
     ax.set_xlim(0, top * scale * 1.12)
     ax.set_xlabel(f"predicted peak memory per device ({unit})")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=8, frameon=False)
 
 
-def draw_validation(runs, out: Path, *, title: str = ""):
-    """Predicted against measured step time and peak memory of each run (:class:`autoplan.validate.Run`)."""
+def draw_validation(runs, out: Path, *, title: str = "", budget_bytes: int | None = None):
+    """Predicted against measured step time and peak memory of each run (:class:`autoplan.validate.Run`),
+    with the device memory budget when given."""
     check_out_path(out)
     plt = _pyplot()
     rows = [r for r in runs if r.measured is not None]
@@ -159,21 +161,26 @@ def draw_validation(runs, out: Path, *, title: str = ""):
               label="measured (median)")
     for v, r in zip(y, rows):
         err = (r.predicted.step_time_s - r.measured.step_time_s) / r.measured.step_time_s * 100
-        ax_t.text(max(r.predicted.step_time_s, r.measured.step_time_s) * t_scale, v, f" {err:+.0f}%", va="center",
-                  fontsize=8)
+        ax_t.text(max(r.predicted.step_time_s, r.measured.step_time_s) * t_scale, v, f" predicted {err:+.0f}%",
+                  va="center", fontsize=8)
     ax_t.set_yticks(y, labels, fontsize=8)
     ax_t.invert_yaxis()
     ax_t.set_xlabel(f"step time ({t_unit})")
-    ax_t.legend(fontsize=8, loc="lower right")
-    m_scale, m_unit = _bytes_unit(max(max(r.predicted.peak_memory_bytes, r.measured.peak_memory_bytes) for r in rows))
+    ax_t.set_xlim(0, max(max(r.predicted.step_time_s, r.measured.step_time_s) for r in rows) * t_scale * 1.25)
+    ax_t.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    top = max(max(r.predicted.peak_memory_bytes, r.measured.peak_memory_bytes) for r in rows)
+    m_scale, m_unit = _bytes_unit(max(top, budget_bytes or 0))
     ax_m.barh([v - h / 2 for v in y], [r.predicted.peak_memory_bytes * m_scale for r in rows], height=h,
               color="#4C78A8", label="predicted")
     ax_m.barh([v + h / 2 for v in y], [r.measured.peak_memory_bytes * m_scale for r in rows], height=h,
               color="#F58518", label="measured (largest rank)")
+    if budget_bytes:
+        ax_m.axvline(budget_bytes * m_scale, color="black", linestyle="--", linewidth=1, label="budget")
     ax_m.set_yticks(y, [""] * len(rows))
     ax_m.invert_yaxis()
     ax_m.set_xlabel(f"peak memory per device ({m_unit})")
-    ax_m.legend(fontsize=8, loc="lower right")
+    ax_m.set_xlim(0, max(top, budget_bytes or 0) * m_scale * 1.1)
+    ax_m.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     fig.suptitle(title or "predicted against measured", fontsize=10)
     fig.tight_layout()
     _save(fig, out)
