@@ -79,6 +79,10 @@ def test_deepspeed_config_round_trips(name, tmp_path, monkeypatch):
             return lay.dp
     monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)   # no process group in this test
     cfg = dsc.DeepSpeedConfig(str(path), mpu=DataParallelOnly())
+    # DeepSpeedConfig ignores top-level keys it does not know (and fills in a missing batch figure from
+    # the others): every key must be one DeepSpeed's config code reads
+    unknown = set(json.loads(path.read_text())) - _deepspeed_config_keys()
+    assert not unknown, f"keys DeepSpeed's config code does not read: {unknown}"
     assert cfg.world_size == lay.dp
     assert cfg.train_batch_size == plan.training.global_batch == lay.global_batch
     assert cfg.train_micro_batch_size_per_gpu == lay.mbs
@@ -86,7 +90,7 @@ def test_deepspeed_config_round_trips(name, tmp_path, monkeypatch):
     want_stage = 1 if (lay.zero == 0 and _sharded(plan)) else lay.zero
     assert cfg.zero_optimization_stage == want_stage
     if want_stage != lay.zero:
-        assert _warned(exp, "ZeRO stage 1")
+        assert _warned(exp, "zero=0", "ZeRO stage 1")
     assert max(cfg.tensor_parallel_config.autotp_size, 1) == lay.tp
     assert cfg.bfloat16_config.enabled == (plan.training.precision == "bf16")
     if lay.pp > 1:
@@ -101,6 +105,21 @@ def test_deepspeed_config_round_trips(name, tmp_path, monkeypatch):
         assert _warned(exp, f"vp={lay.vp}")
     if lay.sp:
         assert _warned(exp, "sequence parallel")
+
+
+def _deepspeed_config_keys() -> set[str]:
+    """The top-level keys DeepSpeed's config code reads: its string constants and the string literals
+    of the modules that parse the config."""
+    import ast
+    import inspect
+    keys: set[str] = set()
+    for name in ("deepspeed.runtime.constants", "deepspeed.runtime.zero.config",
+                 "deepspeed.runtime.activation_checkpointing.config"):
+        keys |= {v for v in vars(importlib.import_module(name)).values() if isinstance(v, str)}
+    for name in ("deepspeed.runtime.config", "deepspeed.runtime.tensor_parallel.config"):
+        tree = ast.parse(inspect.getsource(importlib.import_module(name)))
+        keys |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return keys
 
 
 def test_deepspeed_refuses_zero3_with_pipeline():
@@ -199,7 +218,7 @@ def test_megatron_args_round_trip(name, tmp_path):
 
 
 def test_megatron_per_block_recompute_uses_block_method():
-    plan = plan_for("gpt3-1.3b", "dgx-a100-80gb:1", 64, "dp=2,pp=4,mbs=1")
+    plan = plan_for("gpt3-1.3b", "dgx-a100-80gb:1", 64, "dp=2,pp=4,mbs=1,zero=1")
     names = [n for st in plan.layout.stages for n in st if n.startswith("block.")]
     lay = plan.layout
     # the first two blocks of every stage recompute fully, the rest not at all

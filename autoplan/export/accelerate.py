@@ -19,7 +19,7 @@ virtual stages or stage placement from the file: those are warned about.
 from __future__ import annotations
 
 from autoplan.export.common import (Export, ExportRefused, chain_stages, lossy_warning, sharded_data_parallel,
-                                    uniform_recompute)
+                                    sharded_zero0_note, uniform_recompute)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Accelerate"
@@ -60,6 +60,7 @@ def accelerate_config(plan: Plan) -> tuple[dict, list[str]]:
                 raise ExportRefused(f"cannot export to {FRAMEWORK}: its Megatron-LM plugin (needed for pipeline "
                                     f"parallel) has no ZeRO-3; solve with --layout zero=1 or without PP")
             mlm["megatron_lm_use_distributed_optimizer"] = True
+            sharded_zero0_note(lay, FRAMEWORK, "the Megatron-LM plugin's distributed optimizer", warnings)
         counts = [s.num_blocks for s in stages]
         if lay.vp > 1:
             warnings.append(f"{FRAMEWORK}'s Megatron-LM plugin takes no virtual stages from the config file: vp={lay.vp} "
@@ -86,6 +87,7 @@ def accelerate_config(plan: Plan) -> tuple[dict, list[str]]:
                               "fsdp_state_dict_type": "SHARDED_STATE_DICT", "fsdp_offload_params": False,
                               "fsdp_cpu_ram_efficient_loading": False,
                               "fsdp_activation_checkpointing": mode != "none"}
+        sharded_zero0_note(lay, FRAMEWORK, "FSDP2 without resharding", warnings)
         cfg["parallelism_config"] = {"parallelism_config_dp_replicate_size": 1,
                                      "parallelism_config_dp_shard_size": lay.dp,
                                      "parallelism_config_tp_size": lay.tp, "parallelism_config_cp_size": 1}

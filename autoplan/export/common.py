@@ -109,6 +109,13 @@ def sharded_data_parallel(layout: Layout) -> bool:
     return data_parallel_wrapper(layout)[1]
 
 
+def sharded_zero0_note(layout: Layout, framework: str, exported_as: str, warnings: list[str]) -> None:
+    """ZeRO-0 with TP or PP is not DDP in autoplan (see :func:`sharded_data_parallel`): say what it becomes."""
+    if layout.dp > 1 and layout.zero == 0 and sharded_data_parallel(layout):
+        warnings.append(f"zero=0 with tensor or pipeline parallel runs sharded in autoplan (FSDP2 without "
+                        f"resharding) and the plan's memory counts it so: exported for {framework} as {exported_as}")
+
+
 def recompute_counts(layout: Layout, stages: list[StageUnits]) -> list[dict[str, int]]:
     """Per chunk: how many blocks use each recompute mode."""
     out = []

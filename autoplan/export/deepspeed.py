@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 
 from autoplan.export.common import (Export, ExportRefused, chain_stages, lossy_warning, sharded_data_parallel,
-                                    uniform_recompute)
+                                    sharded_zero0_note, uniform_recompute)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "DeepSpeed"
@@ -53,13 +53,9 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
         raise ExportRefused(f"cannot export to {FRAMEWORK}: its pipeline engine runs ZeRO stage 1 at most, and this "
                             f"plan shards with ZeRO-{lay.zero} over pp={lay.pp} stages (solve with --layout zero=1 "
                             f"or without pipeline parallel for {FRAMEWORK})")
-    if lay.zero == 0 and stage == 1:
-        warnings.append(f"ZeRO-0 with tensor or pipeline parallel runs sharded in autoplan (FSDP2), and the plan's "
-                        f"memory counts it so: exported as ZeRO stage 1 (optimizer state sharded; {FRAMEWORK} keeps "
-                        f"the whole gradients, more memory than the plan counted when there is no gradient accumulation)"
-                        if lay.num_microbatches == 1 else
-                        f"ZeRO-0 with tensor or pipeline parallel runs sharded in autoplan (FSDP2), and the plan's "
-                        f"memory counts it so: exported as ZeRO stage 1 (optimizer state sharded)")
+    sharded_zero0_note(lay, FRAMEWORK, "ZeRO stage 1 (optimizer state sharded" +
+                       ("; the whole gradients are kept, more than the plan counted without gradient accumulation)"
+                        if lay.num_microbatches == 1 else ")"), warnings)
     cfg: dict = {
         "train_batch_size": lay.global_batch,
         "train_micro_batch_size_per_gpu": lay.mbs,

@@ -29,7 +29,7 @@ precision                   ``--bf16`` / ``--fp16``
 from __future__ import annotations
 
 from autoplan.export.common import (Export, ExportRefused, StageUnits, chain_stages, lossy_warning, num_blocks,
-                                    recompute_counts, sharded_data_parallel)
+                                    recompute_counts, sharded_data_parallel, sharded_zero0_note)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Megatron-LM"
@@ -135,6 +135,7 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
                         ckpt_format="fsdp_dtensor")
         else:
             args["use_distributed_optimizer"] = True
+            sharded_zero0_note(lay, FRAMEWORK, "--use-distributed-optimizer (optimizer state sharded)", warnings)
             if lay.zero == 2 and lay.num_microbatches == 1:
                 warnings.append(f"ZeRO-2: {FRAMEWORK}'s distributed optimizer shards optimizer state but keeps the "
                                 f"whole gradient buffer on every device, where the plan counted sharded gradients "

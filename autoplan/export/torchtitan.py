@@ -27,7 +27,7 @@ recompute                   ``[activation_checkpoint] mode`` none / selective (o
 from __future__ import annotations
 
 from autoplan.export.common import (Export, StageUnits, chain_stages, lossy_warning, sharded_data_parallel,
-                                    uniform_recompute)
+                                    sharded_zero0_note, uniform_recompute)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "torchtitan"
@@ -53,6 +53,8 @@ def torchtitan_config(plan: Plan) -> tuple[dict, list[str]]:
     }
     if sharded:
         par["fsdp_reshard_after_forward"] = "always" if lay.zero == 3 else "never"
+        sharded_zero0_note(lay, FRAMEWORK, "data_parallel_shard_degree with fsdp_reshard_after_forward = never",
+                           warnings)
     par["tensor_parallel_degree"] = lay.tp
     if lay.tp > 1 and not lay.sp:
         warnings.append(f"{FRAMEWORK}'s tensor parallel always shards the sequence for norms and dropout (sp=1): "
