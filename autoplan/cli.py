@@ -112,17 +112,31 @@ def profile_model_cmd(
     repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
     warmup: int = typer.Option(2, help="untimed warm-up iterations"),
     threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
+    nproc: Optional[str] = typer.Option(None, "--nproc", help="also measure inside real process groups of N local "
+                                        "processes working at once, e.g. 4 or 2,4: TP blocks through DTensor with "
+                                        "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
+                                        "parameters, contention for shared cores; solve then costs layouts on an "
+                                        "N-device cluster from these figures (recommended: the size you train on)"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes."""
     from autoplan.profile.layers import profile_model
+    worlds = _int_list(nproc, "--nproc") if nproc is not None else ()
+    mbs_list = _int_list(mbs, "--mbs")
     with _progress("profiling layers") as update:
-        prof = profile_model(model, mbs_list=_int_list(mbs, "--mbs"), tp_list=_int_list(tp, "--tp"),
+        prof = profile_model(model, mbs_list=mbs_list, tp_list=_int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              progress=lambda e: update(e.done, e.total, e.what))
+    if worlds:
+        from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+        cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup)
+        for world in worlds:
+            with _progress(f"in groups of {world} processes") as update:
+                timings, env = profile_in_groups(cfg, world, progress=update)
+            add_group_timings(prof, timings, env)
     prof.save(out)
     blk = prof.kinds.get("block")
-    t = blk.timing(min(_int_list(mbs, "--mbs")), 1) if blk else None
+    t = blk.timing(min(mbs_list), 1) if blk else None
     if as_json:
         typer.echo(json.dumps({"out": str(out), "layers": len(prof.layers), "params": prof.total_params(),
                                "block": None if t is None else {"mbs": t.mbs, "forward_s": t.forward_s,
@@ -344,10 +358,7 @@ def validate(
         prof = ClusterProfile.load(cluster)
         prof.calibration = cal
         prof.save(cluster)
-        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, TP communication x{cal.tp_comm_scale:.3f}, "
-                   f"other communication x{cal.comm_scale:.3f}, "
-                   f"+{cal.step_overhead_s * 1e3:.1f} ms per step, +{cal.memory_overhead_bytes / 2**20:.1f} MiB per device",
-                   err=as_json)
+        typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import TrainingConfig, evaluate
 from autoplan.plan.search import SearchOptions
@@ -69,6 +70,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="autoplan-fidelity-")))
+    ap.add_argument("--alone-only", action="store_true",
+                    help="profile layers on one process alone only (the sum-of-parts model), not inside groups")
     ap.add_argument("--reuse", action="store_true",
                     help="re-read the profiles and measurements of an earlier run in --workdir (no new runs)")
     args = ap.parse_args()
@@ -80,6 +83,11 @@ def main() -> None:
     else:
         print(f"profiling {args.model} layers ...", flush=True)
         prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
+        if not args.alone_only:
+            for world in LAYOUTS:
+                print(f"profiling {args.model} layers inside groups of {world} processes ...", flush=True)
+                timings, env = profile_in_groups(GroupProfileConfig(spec=args.model, mbs_list=(1, 2, 4)), world)
+                add_group_timings(prof, timings, env)
         prof.save(args.workdir / "model.json")
     old = read_json(saved, "runs") if args.reuse else {}
     train = TrainingConfig(global_batch=args.global_batch, precision="fp32", optimizer="adamw")
@@ -139,9 +147,7 @@ def main() -> None:
         cal = fit_calibration(others, Calibration())
         after[w][i] = repredict(problems[w], [runs_by_world[w][i]], cal)[0]
     full = fit_calibration([r for w in runs_by_world for r in runs_by_world[w]], Calibration())
-    print(f"\ncalibration fitted to all layouts: compute x{full.compute_scale:.3f}, TP communication "
-          f"x{full.tp_comm_scale:.3f}, other communication x{full.comm_scale:.3f}, "
-          f"+{full.step_overhead_s * 1e3:.1f} ms per step, +{full.memory_overhead_bytes / 2**20:.1f} MiB per device")
+    print(f"\ncalibration fitted to all layouts: {full.summary()}")
     # the calibrated solver's choice, measured if it is new
     chosen_after = {}
     for w, pb in problems.items():

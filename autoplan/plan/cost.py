@@ -32,9 +32,9 @@ w, g, o the weight, gradient and optimizer-state bytes per parameter::
              = P_l * ((w + g + o)/dp              FSDP: sharded parameters, gradients, state
                       + w [zero < 3]              the gathered weights, kept from forward to backward
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
-    acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
-    inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B)
-             | min(m, ((vp-1)*pp + 2*(pp-1-r) + 1) / vp) (interleaved: torch's warm-up, m >= pp)
+    acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
+               recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
+               1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
     buffers  = boundary tensors received and sent (the executor asks the schedule not to keep the
                last stage's outputs: ``step(..., return_outputs=False)``)
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
@@ -186,6 +186,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
     by_kind: dict[str, LayerCost] = {}
+    world = in_group_world(profile, cluster)
     for kind_name, kind in profile.kinds.items():
         shard = tp if kind.tp_shardable else 1
         t = kind.timing(mbs, shard)
@@ -199,40 +200,43 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             act = full_act * (unsharded_frac + (1 - unsharded_frac) / shard)
         else:
             act = full_act / shard
-        recompute = 0.0
         if mode == "selective" and is_block:
             act *= (1 - score_frac)
-            recompute = fwd * attn_flop_frac
         elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
-            recompute = fwd
-        # Megatron TP: two all-reduces of the block output in forward and two in backward; with
-        # SP each becomes an all-gather before and a reduce-scatter after a sublayer (same bytes,
-        # twice the calls, which matters where latency dominates). Full recompute repeats forward.
-        tp_comm = 0.0
-        if shard > 1:
-            n = 4 + (2 if mode == "full" and is_block else 0)
-            if layout.sp:
-                tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
-                               + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
-            else:
-                tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+        measured = _in_group_terms(kind, layout, mbs, shard, world, mode if is_block else "none",
+                                   attn_flop_frac, train.optimizer) if world else None
+        if measured is not None:
+            compute, recompute, tp_comm, optimizer = measured
+            slow = 1.0      # measured with every device working at once
+            if fsdp:
+                optimizer /= dp      # unless measured under FSDP (below): the step over this rank's shard
+        else:
+            compute, recompute, tp_comm = _sum_of_parts(cluster, layout, fwd, bwd, out_b, shard, tp_x,
+                                                        mode if is_block else "none", attn_flop_frac)
+            opt_rate = profile.optimizer_step_s_per_param
+            if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
+                opt_rate = profile.optimizer_step_s_per_param_sgd
+            optimizer = opt_rate * kind.param_count / shard / (dp if fsdp else 1)
+            # layers are profiled alone; in training every device computes at once
+            slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
         p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
         params = kind.param_count / shard
         grad_bytes = params * g_b
         weight_bytes = params * w_b
+        fsdp_measured = _in_group_fsdp_s(kind, layout, mbs, world) if (world and fsdp and params > 0) else None
         if ddp and params > 0:
             dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, weight_bytes, _width(profile, params), dp_x)
+        elif fsdp_measured is not None:
+            dp_sync, fsdp_adamw_s = fsdp_measured
+            if train.optimizer == "adamw":
+                optimizer = fsdp_adamw_s
         elif fsdp and params > 0:
             gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
             dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
                        + collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x))
         else:
             dp_sync = 0.0
-        opt_rate = profile.optimizer_step_s_per_param
-        if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
-            opt_rate = profile.optimizer_step_s_per_param_sgd
-        optimizer = opt_rate * params / (dp if fsdp else 1)
         if ddp:
             static = params * (w_b + 2 * g_b + o_b)
         elif fsdp:
@@ -240,32 +244,174 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         else:
             static = params * (w_b + g_b + o_b)
         cal = cluster.calibration
-        # layers are profiled alone; in training every device computes at once
-        slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
         by_kind[kind_name] = LayerCost(
-            compute_s=(fwd + bwd) * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
-            tp_comm_s=tp_comm * cal.tp_comm_scale, p2p_s=p2p * cal.comm_scale,
-            dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * slow * cal.compute_scale, static_bytes=int(math.ceil(static)),
+            compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
+            tp_comm_s=tp_comm * cal.tp_scale(tp), p2p_s=p2p * cal.comm_scale,
+            dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
+            static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
 
 
+def _sum_of_parts(cluster: ClusterProfile, layout: Layout, fwd: float, bwd: float, out_b: float, shard: int,
+                  tp_x: bool, mode: str, attn_flop_frac: float) -> tuple[float, float, float]:
+    """(compute, recompute, tp_comm) per micro-batch from one rank's compute measured alone and the
+    alpha-beta fits of isolated collectives (the model for what was not measured in groups).
+
+    Megatron TP: two all-reduces of the block output in forward and two in backward; with SP each
+    becomes an all-gather before and a reduce-scatter after a sublayer (same bytes, twice the
+    calls, which matters where latency dominates). Full recompute repeats the forward's two."""
+    recompute = 0.0
+    if mode == "selective":
+        recompute = fwd * attn_flop_frac
+    elif mode == "full":
+        recompute = fwd
+    tp_comm = 0.0
+    if shard > 1:
+        tp = layout.tp
+        n = 4 + (2 if mode == "full" else 0)
+        if layout.sp:
+            tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
+                           + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+        else:
+            tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+    return fwd + bwd, recompute, tp_comm
+
+
+def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None:
+    """The world size whose in-group figures (``profile model --nproc``) cost layouts on ``cluster``:
+    the cluster's own, when the profile measured it on the same kind of device; else None (sum of
+    parts)."""
+    world = cluster.world_size
+    if profile.source != "measured" or cluster.num_nodes > 1:
+        return None
+    if profile.environment.get("device_type", cluster.device.type) != cluster.device.type:
+        return None
+    return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
+
+
+def _in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str, attn_flop_frac: float,
+                    optimizer: str) -> tuple[float, float, float, float] | None:
+    """(compute, recompute, tp_comm, optimizer) of one layer from figures measured inside real
+    groups of ``world`` processes working at once (:mod:`autoplan.execute.group_profile`), or None
+    where that case was not measured.
+
+    ``compute`` is the layer's in-group time on its own (TP degree 1) divided by the TP degree:
+    the arithmetic a TP rank would do if sharding were free; ``tp_comm`` is the rest of the
+    TP-sharded in-group time: collectives, their waits for the slowest rank, DTensor's per-op work
+    and smaller, slower matrix products. Selective recompute repeats the attention core's share of
+    that compute; full recompute the whole in-group forward, its collectives included."""
+    base = kind.group_timing(mbs, world=world)
+    if base is None:
+        return None
+    g = base if shard == 1 else kind.group_timing(mbs, world=world, tp=shard, sp=layout.sp)
+    if g is None:
+        return None
+    total = g.forward_s + g.backward_s
+    compute = min(total, (base.forward_s + base.backward_s) / shard)
+    recompute = 0.0
+    if mode == "selective":
+        recompute = base.forward_s / shard * attn_flop_frac
+    elif mode == "full":
+        recompute = g.forward_s
+    opt = g.optimizer_sgd_s if optimizer == "sgd" else g.optimizer_s
+    return compute, recompute, total - compute, opt
+
+
+def _in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, float] | None:
+    """(dp_sync per step, AdamW step) of one layer under FSDP, from in-group figures of a ZeRO-3
+    block over ``layout.dp`` ranks (TP degree 1 only), or None where not measured.
+
+    Per micro-batch ZeRO-3 all-gathers the weights for forward and again for backward (with
+    FSDP2's copy-in/out): the in-group forward+backward beyond the unwrapped layer's; the step's
+    last backward also reduce-scatters: the synced backward beyond the unsynced one. ZeRO 0-2 keep
+    the gathered weights from forward to backward: one all-gather (half the per-micro-batch extra)
+    and one reduce-scatter per step."""
+    if layout.tp > 1:
+        return None
+    base = kind.group_timing(mbs, world=world)
+    z3 = kind.group_timing(mbs, world=world, dp=layout.dp)
+    if base is None or z3 is None:
+        return None
+    gathers = max(0.0, z3.forward_s + z3.backward_s - base.forward_s - base.backward_s)
+    reduce = max(0.0, z3.backward_sync_s - z3.backward_s)
+    per_step = layout.num_microbatches * gathers if layout.zero == 3 else gathers / 2
+    return per_step + reduce, z3.optimizer_s
+
+
+def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
+    """The order in which torch's ``ScheduleInterleaved1F1B`` runs chunk forwards (``"F"``) and
+    backwards (``"B"``) on pipeline rank ``rank``, as (kind, local chunk index) pairs.
+
+    Mirrors torch 2.13's ``_get_warmup_ops`` / ``_get_1f1b_rank_ops``: micro-batches go in rounds
+    of ``m // max(1, m // pp)``; rank r first runs ``(vp-1)*per_round + 2*(pp-1-r)`` forwards
+    (at most m*vp), then one forward and one backward per step, then the remaining backwards.
+    Forwards cycle through the local chunks a round at a time, backwards in reverse chunk order.
+    (tests/test_cost_schedule.py checks it against torch's own ``pipeline_order``.)"""
+    per_round = m // max(1, m // pp)
+    warmup = min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp)
+    steady = m * vp - warmup
+
+    def fwd(op: int) -> int:
+        return (op // per_round) % vp
+
+    def bwd(op: int) -> int:
+        return vp - 1 - ((op - warmup) // per_round) % vp
+    out: list[tuple[str, int]] = []
+    for op in range(warmup + steady + warmup):
+        if op < warmup + steady:
+            out.append(("F", fwd(op)))
+        if op >= warmup:
+            out.append(("B", bwd(op)))
+    return out
+
+
+@lru_cache(maxsize=8192)
+def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tuple[int, ...], ...]:
+    """Micro-batches whose activations pipeline rank ``rank`` holds per local chunk (chunk
+    ``rank + i*pp`` for i = 0..vp-1), at every moment that can be its memory peak (the vectors no
+    other moment exceeds in every chunk). The rank's activation peak is the largest
+    ``sum_i n_i * act(chunk i)`` over them::
+
+        no PP           (1,)                   one micro-batch at a time (gradient accumulation)
+        GPipe           (m,)                   every forward before the first backward
+        1F1B            (min(m, pp - rank),)   Narayanan et al. 2021; torch's Schedule1F1B
+        interleaved     simulated from torch's order (:func:`interleaved_order`): uneven chunks
+                        matter, e.g. pp=4, vp=2, m=8: rank 1 holds all 8 micro-batches of its
+                        first chunk while its second drains
+    """
+    if pp == 1:
+        return ((1,),)
+    if schedule == "gpipe":
+        return ((m,) + (0,) * (vp - 1),)
+    if schedule != "interleaved":
+        return ((min(m, pp - rank),),)
+    held = [0] * vp
+    seen: list[tuple[int, ...]] = []
+    for kind, i in interleaved_order(pp, vp, m, rank):
+        held[i] += 1 if kind == "F" else -1
+        if kind == "F":
+            seen.append(tuple(held))
+    keep = [v for v in set(seen)
+            if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in seen)]
+    return tuple(sorted(keep))
+
+
 def inflight_microbatches(layout: Layout, rank: int) -> float:
-    """Micro-batches whose activations pipeline rank ``rank`` holds at its peak."""
-    m, p, v = layout.num_microbatches, layout.pp, layout.vp
-    if p == 1:
-        return 1.0
-    if layout.schedule == "gpipe":
-        return float(m)
-    if layout.schedule == "interleaved":
-        # torch's ScheduleInterleaved1F1B warms up with (v-1)*per_round + 2*(p-1-rank) chunk forwards
-        # before its first backward; each holds one chunk's activations (1/v of the rank's layers).
-        # On rank 0 this is DESIGN.md's 1 + (p-1)/(p*v) times 1F1B's p; later ranks hold relatively more.
-        per_round = m // max(1, m // p)
-        warmup = min(m * v, (v - 1) * per_round + 2 * (p - 1 - rank))
-        return min(float(m), (warmup + 1) / v)
-    return float(min(m, p - rank))
+    """Micro-batches of activations pipeline rank ``rank`` holds at its peak when its layers are
+    spread evenly over its chunks: the largest total of :func:`inflight_vectors` over vp
+    (the tied placement ILP and the search's bounds use it; :func:`evaluate` uses the vectors)."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(v) for v in vecs) / layout.vp
+
+
+def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
+    """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(n * a for n, a in zip(v, chunk_act_bytes)) for v in vecs)
 
 
 def _width(profile: ModelProfile, params: float) -> float:
@@ -384,6 +530,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     opt = [0.0] * p
     static = [0] * p
     act = [0] * p
+    chunk_act = [[0.0] * v for _ in range(p)]
     buf = [0] * p
     for j, st in enumerate(layout.stages):
         r = j % p
@@ -396,6 +543,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
             act[r] += c.act_bytes
+            chunk_act[r][j // p] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
     # occupies a buffer on both sides, once per boundary it crosses
     for b, edges in enumerate(boundary_crossings(profile.edges, layout.stages)):
@@ -414,7 +562,8 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
     extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
-    mem_f = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
+    peak_act = [peak_activation_bytes(layout, r, chunk_act[r]) for r in range(p)]
+    mem_f = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
@@ -423,7 +572,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     }
     memory_breakdown = {
         "params_grads_optimizer": static[peak_r],
-        "activations": int(math.ceil(inflight_microbatches(layout, peak_r) * act[peak_r])),
+        "activations": int(math.ceil(peak_act[peak_r])),
         "pipeline_buffers": buf[peak_r], "workspace": extra,
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)

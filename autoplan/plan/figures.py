@@ -14,7 +14,7 @@ from pathlib import Path
 
 from autoplan.errors import InputError
 from autoplan.plan.api import Problem, make_problem
-from autoplan.plan.cost import (LayerCost, boundary_crossings, costs_for_layout, evaluate, inflight_microbatches,
+from autoplan.plan.cost import (LayerCost, boundary_crossings, costs_for_layout, evaluate, peak_activation_bytes,
                                 transient_bytes)
 from autoplan.plan.plan import Layout, Plan, Prediction
 from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
@@ -41,7 +41,10 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
     """Each pipeline rank's predicted peak memory split into :data:`MEMORY_PARTS`, with the same
     terms as :func:`autoplan.plan.cost.evaluate` (which keeps the split only for the peak rank)."""
     p = layout.pp
-    static, act = per_rank_sums(layout, costs, "static_bytes", "act_bytes")
+    (static,) = per_rank_sums(layout, costs, "static_bytes")
+    chunk_act = [[0.0] * layout.vp for _ in range(p)]
+    for j, st in enumerate(layout.stages):
+        chunk_act[j % p][j // p] += sum(costs[n].act_bytes for n in st)
     buf = [0] * p
     for b, edges in enumerate(boundary_crossings(problem.profile.edges, layout.stages)):
         for u, _ in edges:
@@ -49,7 +52,7 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
             buf[(b + 1) % p] += costs[u].out_bytes
     extra = transient_bytes(costs, layout) + problem.cluster.calibration.memory_overhead_bytes
     return [{"params_grads_optimizer": static[r],
-             "activations": int(math.ceil(inflight_microbatches(layout, r) * act[r])),
+             "activations": int(math.ceil(peak_activation_bytes(layout, r, chunk_act[r]))),
              "pipeline_buffers": buf[r], "workspace": extra} for r in range(p)]
 
 

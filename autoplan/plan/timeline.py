@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
+from autoplan.plan.cost import boundary_crossings, interleaved_order
 from autoplan.plan.plan import Layout, Prediction
 
 BAR_KINDS = ("forward", "recompute", "backward", "p2p", "bubble", "model_margin", "dp_sync", "optimizer", "wait",
@@ -135,7 +136,6 @@ def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
     and full recomputation runs the forward two again (in backward, drawn as recompute).
     The send/receive of a pipeline boundary is charged, as in the cost model, to the chunk before it:
     half after its forward (the activation), half before its backward (the gradient)."""
-    from autoplan.plan.cost import boundary_crossings
     kinds = {info.name: info.kind for info in profile.layers}
     fwd_frac = forward_fraction(profile, layout)
     out = []
@@ -168,9 +168,8 @@ def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> lis
     - gpipe (``ScheduleGPipe``): every forward, then every backward, micro-batches in order;
     - 1f1b (``Schedule1F1B``): ``min(m, pp - rank)`` forwards, then backward/forward pairs, then the
       remaining backwards;
-    - interleaved (``ScheduleInterleaved1F1B``): ``(vp-1) * per_round + 2 * (pp-1-rank)`` forwards
-      (at most ``m * vp``), then forward/backward pairs, then the remaining backwards; forwards walk
-      the rank's chunks in rounds of ``per_round`` micro-batches, backwards walk them in reverse.
+    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.cost.interleaved_order` (the
+      order the memory model follows too), with each chunk's micro-batches numbered in turn.
     """
     if pp == 1 or schedule == "gpipe" or (schedule == "1f1b" and vp == 1):
         if vp != 1:
@@ -188,26 +187,13 @@ def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> lis
         return ops
     if schedule != "interleaved":
         raise InputError(f"no timeline for schedule {schedule!r}")
-    rounds = max(1, m // pp)
-    per_round = m // rounds
-    total = m * vp
-    warmup = min((vp - 1) * per_round + 2 * (pp - 1 - rank), total)
     next_mb: dict[tuple[str, int], int] = {}
-
-    def take(kind: str, local: int) -> tuple[str, int, int]:
+    ops = []
+    for kind, local in interleaved_order(pp, vp, m, rank):
         chunk = local * pp + rank
         i = next_mb.get((kind, chunk), 0)
         next_mb[(kind, chunk)] = i + 1
-        return kind, chunk, i
-
-    ops = []
-    for step in range(warmup):
-        ops.append(take("F", (step // per_round) % vp))
-    for step in range(warmup, total):
-        ops.append(take("F", (step // per_round) % vp))
-        ops.append(take("B", vp - 1 - ((step - warmup) // per_round) % vp))
-    for step in range(total, total + warmup):
-        ops.append(take("B", vp - 1 - ((step - warmup) // per_round) % vp))
+        ops.append((kind, chunk, i))
     return ops
 
 

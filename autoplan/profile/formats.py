@@ -12,6 +12,8 @@ Model profile (``kind: model_profile``)::
                  in execution (topological) order
     edges        [["embed", "block.0"], ...]     data flow between layers (a DAG)
     kinds        {kind: LayerKindProfile}        identical layers share one measured kind
+                 each with ``timings`` (one process alone) and, when measured inside real process
+                 groups (``autoplan profile model --nproc N``), ``group_timings`` (every rank at once)
 
 Cluster profile (``kind: cluster_profile``)::
 
@@ -58,6 +60,35 @@ class LayerTiming:
 
 
 @dataclass
+class GroupTiming:
+    """One layer kind measured inside real process groups with ``world`` processes working at once
+    (:mod:`autoplan.execute.group_profile`): what the executor's wrappers really cost per micro-batch,
+    framework work, contention and rank synchronisation included. The slowest rank's figures."""
+
+    world: int
+    """processes that ran at once (the cluster size these figures are for)"""
+    mbs: int
+    tp: int = 1
+    """TP group size (the executor's ``parallelize_module`` plan and collectives); 1: no TP"""
+    sp: int = 0
+    """1: sequence parallel (the block takes and returns its sequence slice)"""
+    dp: int = 1
+    """FSDP group size under ``fully_shard(reshard_after_forward=True)`` (ZeRO-3); 1: no FSDP"""
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    """backward without data-parallel gradient reduction (FSDP: gradient sync off)"""
+    backward_sync_s: float = 0.0
+    """FSDP only: a backward that also reduce-scatters the gradients (0 otherwise)"""
+    optimizer_s: float = 0.0
+    """one AdamW ``step()`` over this layer's parameters as wrapped (DTensor shards under TP/FSDP)"""
+    optimizer_sgd_s: float = 0.0
+    """the same for SGD"""
+
+    def key(self) -> tuple[int, int, int, int]:
+        return self.world, self.tp, self.sp, self.dp
+
+
+@dataclass
 class LayerKindProfile:
     """Costs shared by every layer of one kind (e.g. every transformer block)."""
 
@@ -69,6 +100,29 @@ class LayerKindProfile:
     timings: list[LayerTiming]
     flops_per_sample: float = 0.0
     """forward FLOPs per sample (sequence), if known; informational"""
+    group_timings: list[GroupTiming] = field(default_factory=list)
+    """measured inside real process groups (empty unless profiled with ``--nproc``)"""
+
+    def group_timing(self, mbs: int, *, world: int, tp: int = 1, sp: int = 0, dp: int = 1) -> GroupTiming | None:
+        """The in-group figures at (world, tp, sp, dp) for ``mbs``: measured, or linear in mbs
+        through the measured sizes (times per micro-batch grow with it; the optimizer does not).
+        None when that combination was not measured."""
+        pts = sorted((g for g in self.group_timings if g.key() == (world, tp, sp, dp)), key=lambda g: g.mbs)
+        if not pts:
+            return None
+        for g in pts:
+            if g.mbs == mbs:
+                return g
+        xs = [g.mbs for g in pts]
+
+        def fit(attr: str) -> float:
+            return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
+        return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fit("forward_s"),
+                           backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
+                           optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
+
+    def group_worlds(self) -> set[int]:
+        return {g.world for g in self.group_timings}
 
     def timing(self, mbs: int, tp: int = 1) -> LayerTiming:
         """The timing at (mbs, tp): measured if present, else fitted linearly in mbs from the
@@ -84,16 +138,7 @@ class LayerKindProfile:
         scale = (base_tp / tp) if self.tp_shardable else 1.0
 
         def fit(attr: str) -> float:
-            xs = [t.mbs for t in pts]
-            ys = [float(getattr(t, attr)) for t in pts]
-            if len(xs) == 1:
-                return ys[0] * mbs / xs[0]
-            n = len(xs)
-            mx, my = sum(xs) / n, sum(ys) / n
-            sxx = sum((x - mx) ** 2 for x in xs)
-            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-            icpt = my - slope * mx
-            return max(0.0, icpt + slope * mbs)
+            return max(0.0, linear_fit([t.mbs for t in pts], [float(getattr(t, attr)) for t in pts], mbs))
 
         def per_sample(attr: str) -> int:
             # memory is proportional to the micro-batch size: use the largest measurement
@@ -107,6 +152,17 @@ class LayerKindProfile:
             saved_activation_bytes=int(per_sample("saved_activation_bytes") * scale),
             output_bytes=per_sample("output_bytes"),
         )
+
+
+def linear_fit(xs: list[int], ys: list[float], x: float) -> float:
+    """Least-squares line through (xs, ys) evaluated at ``x``; through the origin for one point."""
+    if len(xs) == 1:
+        return ys[0] * x / xs[0]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((a - mx) ** 2 for a in xs)
+    slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sxx
+    return my - slope * mx + slope * x
 
 
 @dataclass
@@ -180,9 +236,13 @@ class ModelProfile:
                                        saved_activation_bytes=int(t["saved_activation_bytes"]),
                                        output_bytes=int(t["output_bytes"]))
                            for t in v["timings"]]
+                groups = [GroupTiming(**{f: (float(g[f]) if f.endswith("_s") else int(g[f]))
+                                         for f in GroupTiming.__dataclass_fields__ if f in g})
+                          for g in v.get("group_timings", [])]
                 kinds[k] = LayerKindProfile(param_count=int(v["param_count"]), param_bytes=int(v["param_bytes"]),
                                             tp_shardable=bool(v["tp_shardable"]), timings=timings,
-                                            flops_per_sample=float(v.get("flops_per_sample", 0.0)))
+                                            flops_per_sample=float(v.get("flops_per_sample", 0.0)),
+                                            group_timings=groups)
             edges = [(str(a), str(b)) for a, b in require(d, "edges", source, list)]
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{source}: malformed model profile ({type(e).__name__}: {e})") from None
@@ -253,21 +313,37 @@ class Calibration:
     """Corrections learned by ``autoplan validate --calibrate`` from measured runs on this cluster.
 
     The cost model multiplies every compute coefficient (forward, backward, recompute, optimizer)
-    by ``compute_scale``, tensor-parallel communication by ``tp_comm_scale`` and the other
-    communication by ``comm_scale``, adds
+    by ``compute_scale``, tensor-parallel communication by ``tp_scale(tp)`` (per TP degree where
+    fitted, else ``tp_comm_scale``), pipeline sends by ``comm_scale`` and data-parallel
+    synchronisation by ``dp_sync_scale``, adds
     ``step_overhead_s`` to each step (framework work per step: Python, schedules, launches) and
     ``memory_overhead_bytes`` to each device (what the parts do not account for: allocator,
     communication buffers, temporaries). The identity calibration changes nothing."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
-    """data-parallel and pipeline communication"""
+    """pipeline sends (and, in profiles calibrated before dp_sync_scale existed, DP synchronisation)"""
     tp_comm_scale: float = 1.0
     """tensor-parallel communication (on the critical path, many small calls, DTensor's own work)"""
     step_overhead_s: float = 0.0
     memory_overhead_bytes: int = 0
     runs: int = 0
     """how many measured layouts the figures were fitted to (0: not calibrated)"""
+    dp_sync_scale: float = 1.0
+    """data-parallel gradient (and ZeRO weight) synchronisation"""
+    tp_comm_scale_by_degree: dict[int, float] = field(default_factory=dict)
+    """TP communication scale per TP degree, where enough runs of that degree informed it"""
+
+    def tp_scale(self, tp: int) -> float:
+        return self.tp_comm_scale_by_degree.get(tp, self.tp_comm_scale)
+
+    def summary(self) -> str:
+        """One line, e.g. ``compute x1.020, TP communication x1.3 (tp2 x1.1, tp4 x1.6), ...``."""
+        per = ", ".join(f"tp{t} x{v:.3f}" for t, v in sorted(self.tp_comm_scale_by_degree.items()))
+        return (f"compute x{self.compute_scale:.3f}, TP communication x{self.tp_comm_scale:.3f}"
+                + (f" ({per})" if per else "") + f", pipeline sends x{self.comm_scale:.3f}, "
+                f"DP synchronisation x{self.dp_sync_scale:.3f}, +{self.step_overhead_s * 1e3:.1f} ms per step, "
+                f"+{self.memory_overhead_bytes / 2**20:.1f} MiB per device ({self.runs} runs)")
 
 
 @dataclass
@@ -387,12 +463,18 @@ def _calibration(d: dict | None, source: str) -> Calibration:
     if not d:
         return Calibration()
     try:
-        c = Calibration(compute_scale=float(d.get("compute_scale", 1.0)), comm_scale=float(d.get("comm_scale", 1.0)),
+        comm = float(d.get("comm_scale", 1.0))
+        c = Calibration(compute_scale=float(d.get("compute_scale", 1.0)), comm_scale=comm,
                         tp_comm_scale=float(d.get("tp_comm_scale", 1.0)),
                         step_overhead_s=float(d.get("step_overhead_s", 0.0)),
-                        memory_overhead_bytes=int(d.get("memory_overhead_bytes", 0)), runs=int(d.get("runs", 0)))
+                        memory_overhead_bytes=int(d.get("memory_overhead_bytes", 0)), runs=int(d.get("runs", 0)),
+                        dp_sync_scale=float(d.get("dp_sync_scale", comm)),
+                        tp_comm_scale_by_degree={int(k): float(v)
+                                                 for k, v in dict(d.get("tp_comm_scale_by_degree", {})).items()})
     except (TypeError, ValueError) as e:
         raise InputError(f"{source}: malformed calibration ({e})") from None
-    if c.compute_scale <= 0 or c.comm_scale <= 0 or c.tp_comm_scale <= 0 or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0:
+    scales = [c.compute_scale, c.comm_scale, c.tp_comm_scale, c.dp_sync_scale, *c.tp_comm_scale_by_degree.values()]
+    if (not all(math.isfinite(x) and x > 0 for x in scales) or not math.isfinite(c.step_overhead_s)
+            or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0):
         raise InputError(f"{source}: calibration scales must be positive and overheads non-negative")
     return c
