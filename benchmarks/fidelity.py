@@ -35,10 +35,19 @@ from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
 from autoplan.validate import Measured, Run, fidelity, fit_calibration, measure_layout, print_table
 
-LAYOUTS = {  # world size -> layouts to measure (the solver's choice is added)
-    4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
-        "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
-    2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"],
+SETS = {
+    # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
+    "default": dict(model="gpt-small", global_batch=8, layouts={  # world size -> layouts (+ the solver's choice)
+        4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
+            "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
+        2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"]}),
+    # a workload nobody tuned for: another shape (6 wider SwiGLU blocks with grouped-query attention,
+    # a larger vocabulary, shorter sequences), another batch, a world size of 3, ZeRO-2, TP without SP,
+    # mbs > 1 and three virtual stages
+    "holdout": dict(model=str(Path(__file__).parent / "shapes" / "holdout-swiglu.json"), global_batch=12, layouts={
+        4: ["dp=4,zero=0", "dp=2,tp=2,sp=0", "tp=2,pp=2,sp=1", "dp=2,pp=2,mbs=2", "pp=4,mbs=1", "dp=4,zero=3,mbs=3"],
+        3: ["dp=3,zero=0", "pp=3,mbs=1", "dp=3,zero=2,mbs=2"],
+        2: ["tp=2,sp=1", "pp=2,vp=3,mbs=1,schedule=interleaved", "dp=2,zero=3"]}),
 }
 
 
@@ -64,8 +73,10 @@ def report(title: str, runs: list[Run]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="gpt-small")
-    ap.add_argument("--global-batch", type=int, default=8)
+    ap.add_argument("--set", choices=sorted(SETS), default="default",
+                    help="which workload: the one the model was developed on, or a held-out one")
+    ap.add_argument("--model", default=None, help="model spec (default: the set's)")
+    ap.add_argument("--global-batch", type=int, default=None, help="default: the set's")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
@@ -75,6 +86,10 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true",
                     help="re-read the profiles and measurements of an earlier run in --workdir (no new runs)")
     args = ap.parse_args()
+    chosen_set = SETS[args.set]
+    args.model = args.model or chosen_set["model"]
+    args.global_batch = args.global_batch or chosen_set["global_batch"]
+    LAYOUTS = chosen_set["layouts"]
     t_start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)
     saved = args.workdir / "runs.json"

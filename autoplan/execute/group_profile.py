@@ -53,6 +53,9 @@ from autoplan.errors import AutoplanError, InputError
 from autoplan.profile.formats import GroupTiming, ModelProfile
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
+WHOLE_MODEL = "(whole model)"
+"""key of the whole model's figures among the per-kind timings (every unit composed, one stage)"""
+
 PROGRESS_PREFIX = "autoplan-progress "
 """rank 0 prints ``<prefix>{"done": k, "total": n, "what": ...}`` lines for the parent's progress bar"""
 
@@ -64,10 +67,11 @@ class GroupProfileConfig:
     spec: str
     """the model spec (any form :func:`autoplan.models.registry.build_model_from_spec` takes)"""
     mbs_list: tuple[int, ...] = (1, 2, 4)
-    tp_list: tuple[int, ...] = (2, 4, 8)
-    """TP group sizes (those that divide the world, the heads and the TP layers are measured)"""
-    dp_list: tuple[int, ...] = (2, 4, 8)
-    """FSDP (ZeRO-3) group sizes (those that divide the world are measured)"""
+    tp_list: tuple[int, ...] | None = None
+    """TP group sizes (those that divide the world, the heads and the TP layers are measured);
+    None: every divisor of the world above 1"""
+    dp_list: tuple[int, ...] | None = None
+    """FSDP (ZeRO-3) group sizes (those that divide the world are measured); None: every divisor above 1"""
     seq_len: int | None = None
     precision: str = "fp32"
     warmup: int = 2
@@ -302,11 +306,11 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
             out.append((kind, mbs, 1, 0, 1))
             if not kind.tp_shardable:
                 continue
-            for t in sorted(set(cfg.tp_list)):
+            for t in sorted(set(cfg.tp_list or range(2, w + 1))):
                 if t > 1 and w % t == 0 and tp_divisors_ok(job.model, kind, t):
                     seq_ok = job.seq_len % t == 0
                     out += [(kind, mbs, t, sp, 1) for sp in ((0, 1) if seq_ok else (0,))]
-            for d in sorted(set(cfg.dp_list)):
+            for d in sorted(set(cfg.dp_list or range(2, w + 1))):
                 if d > 1 and w % d == 0:
                     out.append((kind, mbs, 1, 0, d))
     return out
@@ -343,15 +347,55 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             backward_sync_s=bwd_sync, optimizer_s=adamw, optimizer_sgd_s=sgd))
         del case
         if progress is not None:
-            progress(i, len(points), f"{kind.name} mbs={mbs}" + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "")
-                     + (f" zero3 dp={dp}" if dp > 1 else ""))
+            progress(i, len(points) + len(cfg.mbs_list), f"{kind.name} mbs={mbs}"
+                     + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "") + (f" zero3 dp={dp}" if dp > 1 else ""))
+    # the whole model on every rank: layers composed into one model run slower than each alone
+    # (a working set larger than the caches, fresh activation memory every step)
+    for k, mbs in enumerate(cfg.mbs_list, start=1):
+        case = _whole_model_case(job, mbs)
+        fwd, bwd = time_pairs(case, cfg, device)
+        worst_foreign = max(worst_foreign, case.foreign_cores)
+        if k == 1:
+            params = list(case.module.parameters())
+            optimizer_done[WHOLE_MODEL] = (
+                time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device),
+                time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device))
+        adamw, sgd = optimizer_done[WHOLE_MODEL]
+        out.setdefault(WHOLE_MODEL, []).append(GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd,
+                                                           optimizer_s=adamw, optimizer_sgd_s=sgd))
+        del case
+        if progress is not None:
+            progress(len(points) + k, len(points) + len(cfg.mbs_list), f"whole model mbs={mbs}")
     return out, worst_foreign
+
+
+def _whole_model_case(job: _Job, mbs: int) -> _Case:
+    """The whole model (every unit, no parallelism) with its loss, on this rank's tokens."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from autoplan.models.registry import sample_tokens
+    module = copy.deepcopy(job.model).to(job.device)
+    tokens = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + job.rank).to(job.device)
+    targets = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + 1000 + job.rank).to(job.device)
+    low = job.dtype if job.cfg.precision != "fp32" else None
+
+    def forward() -> torch.Tensor:
+        with torch.autocast(job.device.type, dtype=low, enabled=low is not None):
+            return F.cross_entropy(module(tokens).flatten(0, 1).float(), targets.flatten())
+    return _Case(f"whole model mbs={mbs}", WHOLE_MODEL, module, forward, lambda loss: loss.backward())
 
 
 def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming]],
                       environment: dict | None = None) -> ModelProfile:
     """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced)."""
     for kind, gts in timings.items():
+        if kind == WHOLE_MODEL:
+            worlds = {g.world for g in gts}
+            profile.whole_model_timings = [g for g in profile.whole_model_timings if g.world not in worlds] + list(gts)
+            continue
         if kind not in profile.kinds:
             raise InputError(f"group timings name kind {kind!r}, which the model profile does not have")
         worlds = {g.world for g in gts}

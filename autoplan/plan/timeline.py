@@ -297,6 +297,17 @@ def model_pipeline_s(breakdown_s: dict[str, float]) -> float:
     return sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p", "bubble"))
 
 
+def pipeline_scale(chunks: list[ChunkTimes], layout: Layout, breakdown_s: dict[str, float]) -> float:
+    """The factor :func:`~autoplan.plan.cost.evaluate` applies to the per-layer pipeline costs
+    before it reports them (its shared-device relief on CPU clusters whose processes share cores;
+    1 elsewhere): the bottleneck rank's reported work over ``m`` times its per-layer sum."""
+    p, m = layout.pp, layout.num_microbatches
+    tau = [sum(c.total_s for c in chunks[r::p]) for r in range(p)]
+    raw = m * max(tau)
+    work = sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p"))
+    return work / raw if raw > 0 else 1.0
+
+
 def step_timeline(profile, layout: Layout, costs: dict, predicted: Prediction) -> Timeline:
     """The whole step of ``layout``: the simulated pipeline, then the cost model's after-pipeline terms.
 
@@ -305,6 +316,10 @@ def step_timeline(profile, layout: Layout, costs: dict, predicted: Prediction) -
     made of them."""
     p = layout.pp
     chunks = chunk_times(profile, layout, costs)
+    f = pipeline_scale(chunks, layout, predicted.breakdown_s)
+    if abs(f - 1.0) > 1e-12:
+        chunks = [ChunkTimes(*(x * f for x in (c.forward_s, c.send_s, c.recv_grad_s, c.recompute_s, c.backward_s)))
+                  for c in chunks]
     bars = simulate_pipeline(chunks, pp=p, vp=layout.vp, m=layout.num_microbatches, schedule=layout.schedule)
     pipe_end = max((b.end_s for b in bars), default=0.0)
     model_pipe = model_pipeline_s(predicted.breakdown_s)

@@ -57,6 +57,12 @@ class LayerTiming:
     """bytes autograd saves for backward, per micro-batch, on one TP rank"""
     output_bytes: int
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
+    selective_recompute_s: float = 0.0
+    """analytic profiles: the part of ``forward_s`` that selective recomputation repeats (0: not
+    known; the cost model then uses the attention share of the FLOPs)"""
+    sequence_parallel_saving_s: float = 0.0
+    """analytic profiles: forward + backward time that sequence parallel removes at this TP degree
+    (norms, residual adds and dropout run on 1/tp of the tokens); 0: not known"""
 
 
 @dataclass
@@ -107,19 +113,7 @@ class LayerKindProfile:
         """The in-group figures at (world, tp, sp, dp) for ``mbs``: measured, or linear in mbs
         through the measured sizes (times per micro-batch grow with it; the optimizer does not).
         None when that combination was not measured."""
-        pts = sorted((g for g in self.group_timings if g.key() == (world, tp, sp, dp)), key=lambda g: g.mbs)
-        if not pts:
-            return None
-        for g in pts:
-            if g.mbs == mbs:
-                return g
-        xs = [g.mbs for g in pts]
-
-        def fit(attr: str) -> float:
-            return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
-        return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fit("forward_s"),
-                           backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
-                           optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
+        return _fit_group(self.group_timings, mbs, (world, tp, sp, dp))
 
     def group_worlds(self) -> set[int]:
         return {g.world for g in self.group_timings}
@@ -151,7 +145,28 @@ class LayerKindProfile:
             backward_s=fit("backward_s") * scale,
             saved_activation_bytes=int(per_sample("saved_activation_bytes") * scale),
             output_bytes=per_sample("output_bytes"),
+            selective_recompute_s=fit("selective_recompute_s") * scale,
+            sequence_parallel_saving_s=fit("sequence_parallel_saving_s") * scale,
         )
+
+
+def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, int]) -> GroupTiming | None:
+    """The figures with ``key`` (world, tp, sp, dp) at ``mbs``: measured, or linear in mbs through
+    the measured sizes (the optimizer does not depend on mbs); None when none has that key."""
+    pts = sorted((g for g in timings if g.key() == key), key=lambda g: g.mbs)
+    if not pts:
+        return None
+    for g in pts:
+        if g.mbs == mbs:
+            return g
+    xs = [g.mbs for g in pts]
+
+    def fit(attr: str) -> float:
+        return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
+    world, tp, sp, dp = key
+    return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fit("forward_s"),
+                       backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
+                       optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
 
 
 def linear_fit(xs: list[int], ys: list[float], x: float) -> float:
@@ -187,6 +202,13 @@ class ModelProfile:
     """the same for plain SGD (0 if not measured); ``optimizer_step_s_per_param`` is AdamW"""
     source: str = "measured"
     """"measured" (on a device) or "analytic" (derived from a published hardware spec)"""
+    whole_model_timings: list[GroupTiming] = field(default_factory=list)
+    """the whole model (every unit composed) measured with ``world`` processes at once, per mbs:
+    layers composed into a model run slower than each alone (``profile model --nproc``)"""
+
+    def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
+        """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
+        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1))
 
     # -- helpers -------------------------------------------------------------------------
     def layer_names(self) -> list[str]:
@@ -213,6 +235,7 @@ class ModelProfile:
             "environment": self.environment,
             "optimizer_step_s_per_param": self.optimizer_step_s_per_param,
             "optimizer_step_s_per_param_sgd": self.optimizer_step_s_per_param_sgd,
+            "whole_model_timings": [asdict(g) for g in self.whole_model_timings],
             "layers": [asdict(l) for l in self.layers],
             "edges": [list(e) for e in self.edges],
             "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings]}
@@ -234,16 +257,17 @@ class ModelProfile:
                 timings = [LayerTiming(mbs=int(t["mbs"]), tp=int(t.get("tp", 1)),
                                        forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
                                        saved_activation_bytes=int(t["saved_activation_bytes"]),
-                                       output_bytes=int(t["output_bytes"]))
+                                       output_bytes=int(t["output_bytes"]),
+                                       selective_recompute_s=float(t.get("selective_recompute_s", 0.0)),
+                                       sequence_parallel_saving_s=float(t.get("sequence_parallel_saving_s", 0.0)))
                            for t in v["timings"]]
-                groups = [GroupTiming(**{f: (float(g[f]) if f.endswith("_s") else int(g[f]))
-                                         for f in GroupTiming.__dataclass_fields__ if f in g})
-                          for g in v.get("group_timings", [])]
+                groups = [_group_timing(g) for g in v.get("group_timings", [])]
                 kinds[k] = LayerKindProfile(param_count=int(v["param_count"]), param_bytes=int(v["param_bytes"]),
                                             tp_shardable=bool(v["tp_shardable"]), timings=timings,
                                             flops_per_sample=float(v.get("flops_per_sample", 0.0)),
                                             group_timings=groups)
             edges = [(str(a), str(b)) for a, b in require(d, "edges", source, list)]
+            whole = [_group_timing(g) for g in d.get("whole_model_timings", [])]
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{source}: malformed model profile ({type(e).__name__}: {e})") from None
         names = {l.name for l in layers}
@@ -262,11 +286,21 @@ class ModelProfile:
                    layers=layers, edges=edges, kinds=kinds, environment=dict(d.get("environment", {})),
                    optimizer_step_s_per_param=float(d.get("optimizer_step_s_per_param", 0.0)),
                    optimizer_step_s_per_param_sgd=float(d.get("optimizer_step_s_per_param_sgd", 0.0)),
-                   source=str(d.get("source", "measured")))
+                   source=str(d.get("source", "measured")), whole_model_timings=whole)
 
     @classmethod
     def load(cls, path) -> "ModelProfile":
         return cls.from_dict(read_json(path, "model profile"), source=str(path))
+
+
+def _group_timing(g: dict) -> GroupTiming:
+    """A GroupTiming from JSON: integers and finite, non-negative times (ValueError otherwise)."""
+    out = GroupTiming(**{f: (float(g[f]) if f.endswith("_s") else int(g[f]))
+                         for f in GroupTiming.__dataclass_fields__ if f in g})
+    times = [out.forward_s, out.backward_s, out.backward_sync_s, out.optimizer_s, out.optimizer_sgd_s]
+    if not all(math.isfinite(t) and t >= 0 for t in times) or min(out.world, out.mbs, out.tp, out.dp) < 1:
+        raise ValueError(f"group timing {g} has a negative, non-finite or zero figure")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
