@@ -20,7 +20,6 @@ The delays come from a seeded generator; AUTOPLAN_TEST_SEED=N picks other points
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
