@@ -269,9 +269,11 @@ def test_lose_a_node_replan_and_grow_back(cluster, tmp_path):
 
     segs = segments(a0.stdout() + a1b.stdout())
     first, on_two, *rest = segs
-    assert first[0] == 0 and max(s for s, _ in first[1]) >= KILL_AFTER
+    last1 = max(s for s, _ in first[1])
+    assert first[0] == 0 and last1 >= KILL_AFTER
     start2, losses2 = on_two
-    assert start2 % CKPT_EVERY == 0 and start2 <= KILL_AFTER + 1
+    # the last complete checkpoint when node 1 died: the save of the last step printed may not have finished
+    assert start2 % CKPT_EVERY == 0 and last1 + 1 - CKPT_EVERY <= start2 <= last1 + 1, (last1, start2)
     # the grown job resumes from a later checkpoint, under the original plan, and finishes
     start4, losses4 = rest[-1]
     assert start4 > start2 and start4 % CKPT_EVERY == 0
