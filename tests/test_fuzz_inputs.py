@@ -19,9 +19,11 @@ About 2,400 generated cases; about 30-60 s on 2 cores.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,7 @@ def fuzz(examples: int) -> settings:
 
 WORK = Path(tempfile.mkdtemp(prefix="autoplan-fuzz-"))
 """files the in-process tests write (hypothesis examples cannot use function-scoped fixtures)"""
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 
 
 def one_line(message: str) -> None:
