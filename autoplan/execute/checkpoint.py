@@ -21,7 +21,10 @@ On disk::
     DIR/latest           {"step": 4, "dir": "step_00000004"}: written by rank 0 only after every rank
                          finished writing the step directory, by an atomic rename
 
-so a crash during a save leaves ``latest`` at the previous complete checkpoint.
+A save writes into ``DIR/step_00000004.partial/`` and rank 0 renames it to ``step_00000004`` once
+every rank has finished, so a ``step_*`` directory is always complete; a crash or a signal during a
+save leaves ``latest`` at the previous complete checkpoint and at most one ``*.partial`` directory,
+which the next save removes.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class Latest:
 def step_dir_name(step: int) -> str:
     """``step_00000004`` for the state after 4 steps."""
     return f"step_{step:08d}"
+
+
+PARTIAL = ".partial"
+"""suffix of a step directory that is still being written (renamed away when the save completes)"""
 
 
 def read_latest(ckpt_dir: str | os.PathLike) -> Latest | None:
@@ -122,20 +129,24 @@ def _state(par: Parallelized, optimizer: torch.optim.Optimizer) -> tuple[nn.Modu
 def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_dir: str | os.PathLike) -> Path:
     """Write the model and optimizer state after ``step`` completed steps; a collective.
 
-    Every rank writes its own pieces into ``ckpt_dir/step_<step>``; after a barrier rank 0 points
-    ``ckpt_dir/latest`` at it (atomic rename). Returns the step directory.
+    Every rank writes its own pieces into ``ckpt_dir/step_<step>.partial``; after a barrier rank 0
+    renames it to ``ckpt_dir/step_<step>`` and points ``ckpt_dir/latest`` at it (atomic renames).
+    Returns the step directory.
     """
     root = Path(ckpt_dir)
     path = root / step_dir_name(step)
+    staging = root / (path.name + PARTIAL)
     if dist.get_rank() == 0:
         root.mkdir(parents=True, exist_ok=True)
-        if path.exists():  # left by a save that crashed before its marker: start it afresh
-            shutil.rmtree(path)
+        for stale in [*root.glob("step_*" + PARTIAL), path]:  # left by a save that was interrupted
+            if stale.exists():
+                shutil.rmtree(stale)
     dist.barrier()
     _, state = _state(par, optimizer)
-    dcp.save(state, checkpoint_id=path)
-    dist.barrier()  # every rank's files are complete before the marker moves
+    dcp.save(state, checkpoint_id=staging)
+    dist.barrier()  # every rank's files are complete before the directory is renamed and the marker moves
     if dist.get_rank() == 0:
+        os.replace(staging, path)
         write_json_atomic(root / LATEST, {"step": step, "dir": path.name})     # temporary file, then rename
     dist.barrier()  # nobody reads the marker before it is written
     return path
