@@ -47,7 +47,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
     def one_step(i: int) -> float:
         tokens, labels = synthetic_batch(i, layout.global_batch, training.seq_len, vocab, seed)
         loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))
-        opt.step()
+        par.optimizer_step(opt)          # fp16: through the loss scaler
         par.after_optimizer_step()       # local SGD: periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         return loss
