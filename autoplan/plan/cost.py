@@ -24,14 +24,20 @@ calibration (``validate --calibrate``) can correct.
 
 Memory (bytes) of a device of pipeline rank r, following what the executor runs
 (:mod:`autoplan.execute.dp`: DDP for ZeRO-0 without TP or PP, FSDP2 ``fully_shard`` otherwise),
-with P_l the parameters of layer l on one device (divided by tp for tensor-parallel layers) and
-w, g, o the weight, gradient and optimizer-state bytes per parameter::
+with P_l the parameters of layer l on one device (divided by tp for tensor-parallel layers),
+w, g, o the weight, gradient and optimizer-state bytes per parameter (4, 4, 8 for AdamW: the
+executor keeps fp32 parameters and gradients in mixed precision too) and c the bytes of the weights
+the layers compute with (2 in bf16/fp16 mixed precision, else 4)::
 
-    static_l = P_l * (w + g + o)                                        dp = 1
-             = P_l * (w + 2g + o)                 DDP: gradients are copied into its buckets
+    static_l = P_l * (w + g + o + c [mixed])                            dp = 1
+             = P_l * (w + 2g + o + c [mixed])     DDP: gradients are copied into its buckets
              = P_l * ((w + g + o)/dp              FSDP: sharded parameters, gradients, state
-                      + w [zero < 3]              the gathered weights, kept from forward to backward
+                      + c [zero < 3]              the gathered weights, kept from forward to backward
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
+                                                  (FSDP2 accumulates them in fp32, its reduce dtype)
+
+``c [mixed]`` without FSDP is autocast's cache: the 16-bit copy of every weight, made at its first
+use in a step and held until the step's autocast context ends.
     acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
     inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B)
              | min(m, ((vp-1)*pp + 2*(pp-1-r) + 1) / vp) (interleaved: torch's warm-up, m >= pp)
@@ -66,7 +72,7 @@ class TrainingConfig:
     global_batch: int
     """samples (sequences) per optimizer step"""
     precision: str = "fp32"
-    """fp32, or bf16/fp16 mixed precision (16-bit weights/grads/activations, fp32 master + moments)"""
+    """fp32, or bf16/fp16 mixed precision (16-bit compute, fp32 parameters, gradients and moments)"""
     optimizer: str = "adamw"
     """adamw (two fp32 moments) or sgd (no state)"""
 
@@ -78,15 +84,25 @@ class TrainingConfig:
         if self.optimizer not in ("adamw", "sgd"):
             raise InputError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
 
-    def state_bytes_per_param(self) -> tuple[int, int, int]:
-        """(weight, gradient, optimizer-state) bytes per parameter.
+    @property
+    def mixed(self) -> bool:
+        """bf16/fp16 mixed precision"""
+        return self.precision != "fp32"
 
-        fp32: 4 + 4 + (8 for AdamW's two moments | 0 for SGD).
-        bf16/fp16 mixed: 2 + 2 + (12: fp32 master + two moments | 4: fp32 master) -- the
-        "16 bytes per parameter" rule (DESIGN.md)."""
-        if self.precision == "fp32":
-            return 4, 4, (8 if self.optimizer == "adamw" else 0)
-        return 2, 2, (12 if self.optimizer == "adamw" else 4)
+    def state_bytes_per_param(self) -> tuple[int, int, int]:
+        """(weight, gradient, optimizer-state) bytes per parameter, as the executor holds them:
+        4 + 4 + (8 for AdamW's two moments | 0 for SGD) in every precision. In mixed precision the
+        parameters ARE the fp32 master weights (autocast, or FSDP2's ``MixedPrecisionPolicy`` over
+        fp32 shards) and their gradients are fp32; the 16-bit weights are
+        :meth:`compute_weight_bytes_per_param` on top (4 + 4 + 8 + 2 = the 18 bytes per parameter of
+        mixed-precision Adam with fp32 gradients, DESIGN.md)."""
+        return 4, 4, (8 if self.optimizer == "adamw" else 0)
+
+    def compute_weight_bytes_per_param(self) -> int:
+        """Bytes per parameter of the weights the layers compute with: the 16-bit copies of mixed
+        precision (autocast's cache, FSDP2's gathered ``param_dtype`` parameters), or the fp32
+        parameters themselves."""
+        return BYTES_PER_ELEMENT[self.precision]
 
 
 @dataclass(frozen=True)
@@ -180,6 +196,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     dp, tp, pp, mbs = layout.dp, layout.tp, layout.pp, layout.mbs
     tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
     w_b, g_b, o_b = train.state_bytes_per_param()
+    c_b = train.compute_weight_bytes_per_param()
+    cast_b = c_b if train.mixed else 0        # autocast's 16-bit weight copies (no FSDP)
     ddp, fsdp = data_parallel_wrapper(layout)
     accumulate = layout.num_microbatches > 1
     prec_b = BYTES_PER_ELEMENT[train.precision]
@@ -219,10 +237,10 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
                 tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
         p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
         params = kind.param_count / shard
-        grad_bytes = params * g_b
-        weight_bytes = params * w_b
+        grad_bytes = params * g_b                 # fp32: DDP all-reduces, FSDP reduce-scatters (reduce dtype)
+        weight_bytes = params * c_b               # what FSDP gathers (param_dtype) and computes with
         if ddp and params > 0:
-            dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, weight_bytes, _width(profile, params), dp_x)
+            dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, params * w_b, _width(profile, params), dp_x)
         elif fsdp and params > 0:
             gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
             dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
@@ -234,11 +252,11 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             opt_rate = profile.optimizer_step_s_per_param_sgd
         optimizer = opt_rate * params / (dp if fsdp else 1)
         if ddp:
-            static = params * (w_b + 2 * g_b + o_b)
+            static = params * (w_b + 2 * g_b + o_b + cast_b)
         elif fsdp:
-            static = params * ((w_b + g_b + o_b) / dp + (w_b if layout.zero < 3 else 0) + (g_b if accumulate else 0))
+            static = params * ((w_b + g_b + o_b) / dp + (c_b if layout.zero < 3 else 0) + (g_b if accumulate else 0))
         else:
-            static = params * (w_b + g_b + o_b)
+            static = params * (w_b + g_b + o_b + cast_b)
         cal = cluster.calibration
         # layers are profiled alone; in training every device computes at once
         slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0

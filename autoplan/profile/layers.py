@@ -28,6 +28,19 @@ What each figure means:
   one ``step()`` over copies of a block's parameters (at least ``optimizer_min_params`` in all, so
   the per-call overhead is amortised as it is for a real model), divided by the parameter count.
 
+Precision (``precision``, recorded in the profile) is measured the way the executor trains
+(:mod:`autoplan.execute.apply`): ``fp32`` plainly; ``bf16`` / ``fp16`` as mixed precision, with fp32
+parameters (the master weights the optimizer steps, so ``param_bytes`` is 4 per parameter and the
+optimizer is timed on fp32) and each forward under ``torch.autocast`` to the 16-bit type, so matrix
+products run in 16 bits, norms and the loss in fp32, and the residual stream between blocks stays
+fp32 (what a pipeline cut sends under autocast).  The 16-bit copies autocast makes of the weights
+are not activations (one per parameter per step, whatever the micro-batch size: the planner counts
+them with the parameters), so ``saved_activation_bytes`` leaves out every saved tensor computed
+from parameters alone (:func:`is_parameter_copy`).  Under FSDP2's ``MixedPrecisionPolicy`` (the
+executor's ``fully_shard`` layouts) the parameters themselves are gathered in 16 bits and the
+residual stream is 16-bit too: that saves somewhat fewer bytes (gpt-small's block: 2.9 MB against
+3.2 MB under autocast at mbs 2), so the autocast figure is an upper bound there.
+
 Timing is made robust on a small, noisy machine by: a fixed thread count during measurement
 (``threads``), warm-up iterations, ``repeats`` samples and their median, and several iterations
 per sample when one iteration is shorter than ``min_sample_s``.  On CUDA the device is
@@ -79,6 +92,20 @@ from autoplan.profile.formats import LayerInfo, LayerKindProfile, LayerTiming, M
 
 LAYER_KINDS = ("embed", "block", "head")
 PRECISION_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def training_dtypes(precision: str) -> tuple[torch.dtype, torch.dtype | None]:
+    """(parameter dtype, autocast dtype or None) of training in ``precision``, as the executor
+    trains: fp32 parameters always; bf16/fp16 compute under autocast."""
+    if precision not in PRECISION_DTYPES:
+        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    low = PRECISION_DTYPES[precision]
+    return torch.float32, (None if low == torch.float32 else low)
+
+
+def default_precision(device: str) -> str:
+    """bf16 on CUDA (mixed precision, what GPUs train in), fp32 elsewhere."""
+    return "bf16" if str(device).startswith("cuda") else "fp32"
 
 
 @dataclass(frozen=True)
@@ -174,9 +201,18 @@ class _LayerCase:
     with_loss: bool = False
     """inputs are ``(x, targets)`` and the forward ends in the token cross-entropy (a model's last
     unit); always so for the reference ``Head``"""
+    autocast_dtype: torch.dtype | None = None
+    """mixed precision: each forward runs under ``torch.autocast`` to this dtype (None: plain)"""
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(tensor to call backward on, the module's output tensor)."""
+        if self.autocast_dtype is None:
+            return self._forward()
+        device_type = next(iter(self.inputs)).device.type
+        with torch.autocast(device_type, dtype=self.autocast_dtype):
+            return self._forward()
+
+    def _forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.with_loss or isinstance(self.module, Head):
             x, targets = self.inputs
             logits = self.module(x)                                          # [b, s, V]
@@ -190,7 +226,16 @@ class _LayerCase:
 
 
 def _make_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, device: torch.device,
-               dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+               dtype: torch.dtype, seed: int = 0, autocast_dtype: torch.dtype | None = None) -> _LayerCase:
+    """``kind`` on inputs of ``mbs`` sequences; parameters and floating inputs in ``dtype`` (fp32 under
+    mixed precision), each forward under autocast to ``autocast_dtype`` when given."""
+    case = _make_plain_case(kind, shape, tp, mbs, seq_len, device, dtype, seed)
+    case.autocast_dtype = autocast_dtype
+    return case
+
+
+def _make_plain_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, device: torch.device,
+                     dtype: torch.dtype, seed: int) -> _LayerCase:
     torch.manual_seed(seed)
     module = build_layer(kind, shape, tp).to(device=device, dtype=dtype)
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -211,9 +256,35 @@ def _make_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, de
 # the measurements (each a small function, usable on any module)
 # --------------------------------------------------------------------------------------------
 
+_COPY_NODES = frozenset({"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
+                         "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
+                         "SqueezeBackward1", "CloneBackward0", "AliasBackward0"})
+"""autograd nodes of casts and views: a tensor reached from a parameter through these alone is a copy of it"""
+
+
+def is_parameter_copy(t: torch.Tensor, params: list[torch.Tensor], max_depth: int = 6) -> bool:
+    """Whether ``t`` is a cast or view of one parameter (autocast's 16-bit weight copy, or its
+    transpose): its autograd history is a chain of casts and views ending at a parameter's leaf."""
+    ids = {id(p) for p in params}
+    fn = t.grad_fn
+    for _ in range(max_depth):
+        if fn is None:
+            return False
+        if type(fn).__name__ == "AccumulateGrad":
+            return id(fn.variable) in ids
+        if type(fn).__name__ not in _COPY_NODES:
+            return False
+        nexts = [f for f, _ in fn.next_functions if f is not None]
+        if len(nexts) != 1:
+            return False
+        fn = nexts[0]
+    return False
+
+
 def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch.Tensor]) -> int:
     """Bytes autograd saves for backward while ``run_forward()`` runs: unique storages, the
-    whole storage of each, parameters (and views of them) excluded."""
+    whole storage of each, parameters (and views of them) and copies of parameters (autocast's
+    16-bit weights, :func:`is_parameter_copy`) excluded."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
     storages: dict[int, int] = {}
     keep_alive: list[torch.Tensor] = []   # data_ptr is only unique while the tensor lives
@@ -221,7 +292,7 @@ def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch
     def pack(t: torch.Tensor) -> torch.Tensor:
         st = t.untyped_storage()
         ptr = st.data_ptr()
-        if ptr and ptr not in param_ptrs and ptr not in storages:
+        if ptr and ptr not in param_ptrs and ptr not in storages and not is_parameter_copy(t, params):
             storages[ptr] = st.nbytes()
             keep_alive.append(t)
         return t
@@ -404,17 +475,17 @@ def _check_positive_ints(name: str, values: tuple[int, ...] | list[int]) -> list
 
 def _check_settings(device: str, precision: str, mbs_list: tuple[int, ...], tp_list: tuple[int, ...], warmup: int,
                     repeats: int) -> tuple[torch.device, torch.dtype, list[int], list[int]]:
-    """(device, dtype, sorted micro-batch sizes, sorted TP degrees with 1 always in); InputError on bad values."""
+    """(device, parameter dtype, sorted micro-batch sizes, sorted TP degrees with 1 always in);
+    InputError on bad values."""
     dev = _resolve_device(device)
-    if precision not in PRECISION_DTYPES:
-        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    param_dtype, _ = training_dtypes(precision)
     mbs_vals = _check_positive_ints("mbs_list", mbs_list)
     tp_vals = _check_positive_ints("tp_list", tp_list)
     if 1 not in tp_vals:
         tp_vals = [1] + tp_vals                  # t=1 is always needed (embed, head, param counts)
     if warmup < 0 or repeats < 1:
         raise InputError(f"warmup must be >= 0 and repeats >= 1 (got {warmup}, {repeats})")
-    return dev, PRECISION_DTYPES[precision], mbs_vals, tp_vals
+    return dev, param_dtype, mbs_vals, tp_vals
 
 
 def _environment(dev: torch.device, n_threads: int, warmup: int, repeats: int, **extra: object) -> dict:
@@ -426,6 +497,13 @@ def _environment(dev: torch.device, n_threads: int, warmup: int, repeats: int, *
             "tp_measurement": "one TP rank's compute, no communication, no sequence parallel", **extra}
 
 
+def _precision_note(precision: str) -> str:
+    if training_dtypes(precision)[1] is None:
+        return "fp32 parameters and compute"
+    return (f"mixed precision as the executor trains: fp32 parameters, forward under torch.autocast({precision}); "
+            f"autocast's {precision} weight copies are not counted as activations")
+
+
 def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
                   seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
                   threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
@@ -434,8 +512,8 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
 
     ``mbs_list`` micro-batch sizes and ``tp_list`` TP degrees are measured for the block (embed
     and head at t=1 only); ``seq_len`` defaults to the shape's; ``threads`` fixes torch's thread
-    count while measuring (default: leave it); ``precision`` is the dtype of parameters and
-    activations (fp32 on CPU); ``progress`` is called after each measured (kind, mbs, tp) and
+    count while measuring (default: leave it); ``precision`` is the training precision, measured as
+    the executor trains it (module docstring; default: fp32, bf16 for CUDA on the command line); ``progress`` is called after each measured (kind, mbs, tp) and
     after the optimizer measurement.
 
     ``hf:NAME`` and ``path/file.py:factory`` specs are built and measured unit kind by unit kind
@@ -446,6 +524,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
                                   optimizer_min_params=optimizer_min_params, progress=progress)
     shape = resolve_model_shape(spec)
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
+    autocast = training_dtypes(precision)[1]
     for t in tp_vals:
         check_tp_degree(shape, t)
     s = shape.seq_len if seq_len is None else seq_len
@@ -459,7 +538,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     kinds: dict[str, LayerKindProfile] = {}
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
-            case = _make_case(kind, shape, tp, mbs, s, dev, dtype)
+            case = _make_case(kind, shape, tp, mbs, s, dev, dtype, autocast_dtype=autocast)
             timing = measure_case(case, settings, mbs=mbs, tp=tp)
             if kind not in kinds:
                 full = case.module if tp == 1 else build_layer(kind, shape, 1)
@@ -477,7 +556,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
             progress(ProgressEvent(what="optimizer step", done=total, total=total))
 
     layers, edges = layer_chain(shape)
-    environment = _environment(dev, n_threads, warmup, repeats,
+    environment = _environment(dev, n_threads, warmup, repeats, precision_measurement=_precision_note(precision),
                                head_measurement="Head + cross-entropy loss, backward from the loss")
     return ModelProfile(model_spec=spec, shape=shape.to_dict(), precision=precision, seq_len=s,
                         layers=layers, edges=edges, kinds=kinds, environment=environment,
@@ -503,7 +582,8 @@ def _measure_optimizers(shape: ModelShape, device: torch.device, dtype: torch.dt
 # --------------------------------------------------------------------------------------------
 
 def _unit_case(model: nn.Module, kind: UnitKind, tp: int, inputs: torch.Tensor, vocab: int,
-               device: torch.device, dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+               device: torch.device, dtype: torch.dtype, seed: int = 0,
+               autocast_dtype: torch.dtype | None = None) -> _LayerCase:
     """The measured case of ``kind`` at TP degree ``tp`` on ``inputs`` (its real input at this mbs)."""
     plan = model_tp_plan(model)
     module = unit_module(model, kind.units[0])
@@ -515,11 +595,12 @@ def _unit_case(model: nn.Module, kind: UnitKind, tp: int, inputs: torch.Tensor, 
         x = x.to(dtype).requires_grad_(True)                 # a pipeline stage needs dL/dx
     if kind.computes_loss:
         targets = torch.randint(vocab, tuple(x.shape[:2]), generator=g).to(device)
-        return _LayerCase(module, (x, targets), None, with_loss=True)
-    with torch.no_grad():
+        return _LayerCase(module, (x, targets), None, with_loss=True, autocast_dtype=autocast_dtype)
+    with torch.no_grad(), torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
+                                         enabled=autocast_dtype is not None):
         out = module(x)
     grad = torch.randn(out.shape, generator=g).to(device=device, dtype=out.dtype)
-    return _LayerCase(module, (x,), grad)
+    return _LayerCase(module, (x,), grad, autocast_dtype=autocast_dtype)
 
 
 def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
@@ -537,6 +618,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     TP layer's split dimension is an InputError. The profile records ``spec`` and, for models with
     a transformer shape (``hf:``), that shape, so the planner can check TP degrees."""
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
+    autocast = training_dtypes(precision)[1]
     model = build_model_from_spec(spec, None, seed).eval()    # eval: no dropout while measuring
     vocab, max_s = model_vocab(model), model_seq_len(model)
     s = max_s if seq_len is None else seq_len
@@ -561,7 +643,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     kinds: dict[str, LayerKindProfile] = {}
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
-            case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed)
+            case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed, autocast)
             timing = measure_case(case, settings, mbs=mbs, tp=tp)
             if kind.name not in kinds:
                 n_params = sum(p.numel() for p in unit_module(model, kind.units[0]).parameters())
@@ -584,6 +666,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     layers = [LayerInfo(name, kind_of[name]) for name in model.unit_names()]
     edges = [(a.name, b.name) for a, b in zip(layers, layers[1:])]
     environment = _environment(dev, n_threads, warmup, repeats, model_class=type(model).__name__,
+                               precision_measurement=_precision_note(precision),
                                kinds={k.name: list(k.units) for k in kinds_list},
                                head_measurement="last unit + cross-entropy loss, backward from the loss")
     shape_dict = None
