@@ -636,6 +636,18 @@ def node_labels(hosts: Sequence[str], group_ranks: Sequence[str | None]) -> list
     return [f"{h}/node{g}" for h, g in zip(hosts, group_ranks)]
 
 
+def device_memory_bytes(given: int | None, device: torch.device, processes_per_host: int) -> tuple[int, str]:
+    """(memory budget of one device, where it comes from): ``given`` if set, else the GPU's total
+    memory, else :func:`default_cpu_memory_bytes` over the processes of one host."""
+    if given is not None:
+        return given, "given"
+    if device.type == "cuda":
+        return (torch.cuda.get_device_properties(device).total_memory,
+                "measured: torch.cuda.get_device_properties(...).total_memory")
+    return (default_cpu_memory_bytes(processes_per_host),
+            f"default: {CPU_MEMORY_FRACTION} of physical RAM / {processes_per_host} processes per host")
+
+
 def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
                                 memory_per_device_bytes: int | None = None,
                                 sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
@@ -674,15 +686,7 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     res = _run_all(cfg, device, progress, hostname)
     if res is None:
         return None
-    if memory_per_device_bytes is not None:
-        memory, memory_source = memory_per_device_bytes, "given"
-    elif use_cuda:
-        memory = torch.cuda.get_device_properties(device).total_memory
-        memory_source = "measured: torch.cuda.get_device_properties(...).total_memory"
-    else:
-        per_host = res.layout.devices_per_node
-        memory = default_cpu_memory_bytes(per_host)
-        memory_source = f"default: {CPU_MEMORY_FRACTION} of physical RAM / {per_host} processes per host"
+    memory, memory_source = device_memory_bytes(memory_per_device_bytes, device, res.layout.devices_per_node)
     profile = _build_profile(res, name=name or f"measured-{res.layout.num_nodes}x{res.layout.devices_per_node}",
                              device_type=device.type, memory_bytes=memory, memory_source=memory_source,
                              cfg=cfg, threads=torch.get_num_threads())
@@ -764,14 +768,7 @@ def profile_one_device(device: str = "cpu", *, memory_per_device_bytes: int | No
                           layout=LinkLayout(num_nodes=1, devices_per_node=1, collective_groups=(), pairs=()),
                           raw=RawLinkTimes(), compute_flops_per_s=flops, memory_bandwidth_bytes_per_s=bw,
                           device_name=device_name(dev))
-    if memory_per_device_bytes is not None:
-        memory, memory_source = memory_per_device_bytes, "given"
-    elif cuda:
-        memory = torch.cuda.get_device_properties(dev).total_memory
-        memory_source = "measured: torch.cuda.get_device_properties(...).total_memory"
-    else:
-        memory = default_cpu_memory_bytes(1)
-        memory_source = f"default: {CPU_MEMORY_FRACTION} of physical RAM / 1 process"
+    memory, memory_source = device_memory_bytes(memory_per_device_bytes, dev, 1)
     prof = _build_profile(res, name=name or f"one-{dev.type}", device_type=dev.type, memory_bytes=memory,
                           memory_source=memory_source, cfg=cfg, threads=torch.get_num_threads())
     prof.environment["backend"] = "none: one device, no links"
