@@ -38,6 +38,18 @@ the layers compute with (2 in bf16/fp16 mixed precision, else 4)::
 
 ``c [mixed]`` without FSDP is autocast's cache: the 16-bit copy of every weight, made at its first
 use in a step and held until the step's autocast context ends.
+
+Gradients exist from their layer's backward to the optimizer step (the executor's scripts zero them
+with ``set_to_none``). With one micro-batch, one pipeline stage and no DP wrapper (one device, or
+pure TP) nothing else holds them while activations are alive: backward frees a layer's activations
+as it makes its gradients, so a layer is counted at max(act_l, P_l * g) instead of both (the
+``activations`` term then holds the larger). Everywhere else gradients coexist with activations
+(accumulation over micro-batches, 1F1B's interleaved backwards, DP's buckets and shards).
+
+The peak of a device is the larger of the step's and the optimizer step's: the latter holds
+parameters, gradients and state (sharded as above, DDP's buckets included) plus the optimizer's
+temporaries: foreach AdamW (torch's default on CUDA) allocates one fp32 buffer per parameter for
+sqrt(v); on CPU it runs tensor by tensor and the temporaries are negligible.
     acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
     inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B)
              | min(m, ((vp-1)*pp + 2*(pp-1-r) + 1) / vp) (interleaved: torch's warm-up, m >= pp)
@@ -132,6 +144,10 @@ class LayerCost:
     """activations of this layer without recomputation (the workspace of a full recompute)"""
     weight_bytes_unsharded: int
     """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
+    optimizer_phase_bytes: int = 0
+    """what this layer holds on one device during the optimizer step, when activations and
+    autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
+    temporaries (foreach AdamW's sqrt(v) buffer on CUDA)"""
 
     @property
     def per_microbatch_s(self) -> float:
@@ -200,6 +216,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     cast_b = c_b if train.mixed else 0        # autocast's 16-bit weight copies (no FSDP)
     ddp, fsdp = data_parallel_wrapper(layout)
     accumulate = layout.num_microbatches > 1
+    grads_replace_acts = dp == 1 and pp == 1 and not accumulate     # see the module docstring
+    opt_temp_b = 4 if train.optimizer == "adamw" and cluster.device.type == "cuda" else 0
     prec_b = BYTES_PER_ELEMENT[train.precision]
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
@@ -253,10 +271,16 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         optimizer = opt_rate * params / (dp if fsdp else 1)
         if ddp:
             static = params * (w_b + 2 * g_b + o_b + cast_b)
+            optimizer_phase = params * (w_b + 2 * g_b + o_b + opt_temp_b)
         elif fsdp:
             static = params * ((w_b + g_b + o_b) / dp + (c_b if layout.zero < 3 else 0) + (g_b if accumulate else 0))
+            optimizer_phase = params * (w_b + g_b + o_b + opt_temp_b) / dp
         else:
             static = params * (w_b + g_b + o_b + cast_b)
+            optimizer_phase = params * (w_b + g_b + o_b + opt_temp_b)
+        if grads_replace_acts:
+            static -= grad_bytes
+            act = max(act, grad_bytes)
         cal = cluster.calibration
         # layers are profiled alone; in training every device computes at once
         slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
@@ -265,7 +289,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             tp_comm_s=tp_comm * cal.tp_comm_scale, p2p_s=p2p * cal.comm_scale,
             dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * slow * cal.compute_scale, static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
-            full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
+            full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
+            optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
 
 
@@ -401,6 +426,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     dps = [0.0] * p
     opt = [0.0] * p
     static = [0] * p
+    opt_phase = [0] * p
     act = [0] * p
     buf = [0] * p
     for j, st in enumerate(layout.stages):
@@ -413,6 +439,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             dps[r] += c.dp_sync_s
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
+            opt_phase[r] += c.optimizer_phase_bytes
             act[r] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
     # occupies a buffer on both sides, once per boundary it crosses
@@ -432,7 +459,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
     extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
-    mem_f = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
+    step_mem = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
+    opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
+    mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
@@ -443,6 +472,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         "params_grads_optimizer": static[peak_r],
         "activations": int(math.ceil(inflight_microbatches(layout, peak_r) * act[peak_r])),
         "pipeline_buffers": buf[peak_r], "workspace": extra,
+        "optimizer_step_peak": int(math.ceil(opt_mem[peak_r])),   # the peak when above the others' sum
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)
     return Prediction(step_time_s=step, peak_memory_bytes=max(mem), breakdown_s=breakdown,
