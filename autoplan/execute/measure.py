@@ -61,7 +61,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
         losses.append(one_step(i))
         if use_cuda:
             torch.cuda.synchronize()
-        dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=par.device)  # NCCL: on the GPU
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)       # the step ends when the slowest rank ends
         if i >= warmup:
             times.append(float(dt))

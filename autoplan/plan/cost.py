@@ -237,8 +237,13 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             act = full_act / shard
         recompute = 0.0
         if mode == "selective" and is_block:
-            act *= (1 - score_frac)
-            recompute = fwd * attn_flop_frac
+            if t1.saved_activation_bytes_selective is not None and t1.saved_activation_bytes > 0:
+                # measured with the executor's own selective wrapper (profile/layers.py)
+                act *= t1.saved_activation_bytes_selective / t1.saved_activation_bytes
+                recompute = max(0.0, (t.backward_s_selective or bwd) - bwd)
+            else:     # from the shape: the attention scores dropped, the attention core recomputed
+                act *= (1 - score_frac)
+                recompute = fwd * attn_flop_frac
         elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
             recompute = fwd

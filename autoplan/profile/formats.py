@@ -55,6 +55,11 @@ class LayerTiming:
     """bytes autograd saves for backward, per micro-batch, on one TP rank"""
     output_bytes: int
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
+    saved_activation_bytes_selective: int | None = None
+    """blocks: bytes a forward under the executor's selective recomputation keeps until backward
+    (None: not measured; the planner then derives it from the shape)"""
+    backward_s_selective: float | None = None
+    """blocks: backward time under selective recomputation, the recomputed forward work included"""
 
 
 @dataclass
@@ -100,12 +105,17 @@ class LayerKindProfile:
             t = pts[-1]
             return int(math.ceil(getattr(t, attr) * mbs / t.mbs))
 
+        measured_selective = all(t.saved_activation_bytes_selective is not None and t.backward_s_selective is not None
+                                 for t in pts)
         return LayerTiming(
             mbs=mbs, tp=tp,
             forward_s=fit("forward_s") * scale,
             backward_s=fit("backward_s") * scale,
             saved_activation_bytes=int(per_sample("saved_activation_bytes") * scale),
             output_bytes=per_sample("output_bytes"),
+            saved_activation_bytes_selective=(int(per_sample("saved_activation_bytes_selective") * scale)
+                                              if measured_selective else None),
+            backward_s_selective=fit("backward_s_selective") * scale if measured_selective else None,
         )
 
 
@@ -178,7 +188,10 @@ class ModelProfile:
                 timings = [LayerTiming(mbs=int(t["mbs"]), tp=int(t.get("tp", 1)),
                                        forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
                                        saved_activation_bytes=int(t["saved_activation_bytes"]),
-                                       output_bytes=int(t["output_bytes"]))
+                                       output_bytes=int(t["output_bytes"]),
+                                       saved_activation_bytes_selective=_optional(
+                                           t.get("saved_activation_bytes_selective"), int),
+                                       backward_s_selective=_optional(t.get("backward_s_selective"), float))
                            for t in v["timings"]]
                 kinds[k] = LayerKindProfile(param_count=int(v["param_count"]), param_bytes=int(v["param_bytes"]),
                                             tp_shardable=bool(v["tp_shardable"]), timings=timings,
@@ -207,6 +220,10 @@ class ModelProfile:
     @classmethod
     def load(cls, path) -> "ModelProfile":
         return cls.from_dict(read_json(path, "model profile"), source=str(path))
+
+
+def _optional(value, kind):
+    return None if value is None else kind(value)
 
 
 # --------------------------------------------------------------------------------------------

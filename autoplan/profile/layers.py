@@ -15,6 +15,12 @@ What each figure means:
   untimed, before each sample).  ``embed`` and ``block`` are driven by a fixed random upstream
   gradient of the output's shape; ``head`` by its scalar loss, because the last pipeline stage runs
   the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
+- ``saved_activation_bytes_selective`` and ``backward_s_selective`` (blocks): the same under the
+  executor's selective recomputation (its own checkpoint wrapper, :mod:`autoplan.execute.recompute`),
+  the bytes counted by the allocator (:func:`retained_bytes`; a checkpoint keeps what it saves
+  outside autograd's hooks). The planner takes selective recomputation's saving and cost from them:
+  with a fused attention (SDPA, on CPU and CUDA) no s x s scores are ever stored, so the shape's
+  rule (selective drops the 5as/h term) would not say what this executor saves.
 - ``saved_activation_bytes``: bytes autograd holds for backward, seen through
   ``torch.autograd.graph.saved_tensors_hooks``: unique storages (views of one storage count once,
   the whole storage is counted because the whole storage stays alive), parameters excluded.
@@ -61,7 +67,7 @@ import platform
 import socket
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
@@ -398,8 +404,50 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
     return forward_s, statistics.median(bwd_samples)
 
 
-def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: int) -> LayerTiming:
-    """Every figure of one layer case: forward/backward time, saved-activation and output bytes."""
+def retained_bytes(case: _LayerCase) -> int:
+    """Bytes one forward of ``case`` leaves allocated until its backward, its output excluded:
+    whatever autograd and checkpointing keep, counted by the allocator (``memory_allocated`` on
+    CUDA, :class:`~autoplan.execute.memory.LiveTensorTracker` on CPU). Unlike
+    :func:`saved_activation_bytes` this sees what a checkpoint wrapper stores outside autograd's
+    saved-tensor hooks (selective recomputation's kept outputs)."""
+    device = case.inputs[0].device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        root, out = case.forward()
+        torch.cuda.synchronize(device)
+        kept = torch.cuda.memory_allocated(device) - before
+    else:
+        from autoplan.execute.memory import LiveTensorTracker
+        existing = [*case.module.parameters(), *case.inputs,
+                    *([case.upstream_grad] if case.upstream_grad is not None else [])]
+        with LiveTensorTracker(existing) as tracker:
+            before = tracker.current_bytes
+            root, out = case.forward()
+            tracker.refresh()
+            kept = tracker.current_bytes - before
+    out_bytes = out.untyped_storage().nbytes()
+    loss_bytes = root.untyped_storage().nbytes() if root is not out else 0
+    del root, out
+    return max(0, kept - out_bytes - loss_bytes)
+
+
+def measure_selective(case: _LayerCase, settings: TimingSettings) -> tuple[int, float]:
+    """(bytes kept from forward to backward, backward seconds) of ``case``'s module under the
+    executor's selective recomputation (:func:`autoplan.execute.recompute.wrap_block`). The kept
+    bytes count the layer's input, which a checkpoint always keeps (as ``saved_activation_bytes``
+    counts an input the layer saves)."""
+    from autoplan.execute.recompute import wrap_block
+    wrapped = replace(case, module=wrap_block(case.module, "selective"))
+    _, bwd_s = time_forward_backward(wrapped, settings)
+    inputs = sum(x.untyped_storage().nbytes() for x in case.inputs if x.is_floating_point())
+    return retained_bytes(wrapped) + inputs, bwd_s
+
+
+def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: int,
+                 selective: bool = False) -> LayerTiming:
+    """Every figure of one layer case: forward/backward time, saved-activation and output bytes;
+    with ``selective`` (blocks) also the kept bytes and backward time under selective recomputation."""
     fwd_s, bwd_s = time_forward_backward(case, settings)
     holder: dict[str, torch.Tensor] = {}
 
@@ -409,8 +457,11 @@ def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: in
         return root
     saved = saved_activation_bytes(run, list(case.module.parameters()))
     out_bytes = holder["out"].numel() * holder["out"].element_size()
+    del holder
+    sel_bytes, sel_bwd_s = measure_selective(case, settings) if selective else (None, None)
     return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
-                       output_bytes=out_bytes)
+                       output_bytes=out_bytes, saved_activation_bytes_selective=sel_bytes,
+                       backward_s_selective=sel_bwd_s)
 
 
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
@@ -539,7 +590,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
             case = _make_case(kind, shape, tp, mbs, s, dev, dtype, autocast_dtype=autocast)
-            timing = measure_case(case, settings, mbs=mbs, tp=tp)
+            timing = measure_case(case, settings, mbs=mbs, tp=tp, selective=(kind == "block"))
             if kind not in kinds:
                 full = case.module if tp == 1 else build_layer(kind, shape, 1)
                 kinds[kind] = LayerKindProfile(
@@ -644,7 +695,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
             case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed, autocast)
-            timing = measure_case(case, settings, mbs=mbs, tp=tp)
+            timing = measure_case(case, settings, mbs=mbs, tp=tp, selective=kind.tp_shardable)
             if kind.name not in kinds:
                 n_params = sum(p.numel() for p in unit_module(model, kind.units[0]).parameters())
                 flops = forward_flops_per_sample(kind.name, shape, s) \

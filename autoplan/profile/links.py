@@ -456,8 +456,8 @@ def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[Pro
     # then all at once, as in training: on an oversubscribed CPU (more processes than cores) or a
     # power-limited node each device computes slower than alone
     mine = torch.tensor([measure_compute_flops_per_s_for(CONCURRENT_COMPUTE_S, cfg.matmul_n, device)],
-                        dtype=torch.float64)
-    rates = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
+                        dtype=torch.float64, device=device)          # NCCL takes GPU tensors only
+    rates = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(dist.get_world_size())]
     dist.all_gather(rates, mine)
     report("compute rate, all devices at once")
     concurrent = statistics.median(float(r) for r in rates)
