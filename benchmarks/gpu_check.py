@@ -1,6 +1,7 @@
 """Helpers of ``benchmarks/gpu_check.sh``: the environment record and the final report.
 
     python benchmarks/gpu_check.py env --device cuda --out WORK/env.json
+    python benchmarks/gpu_check.py validate --model M --cluster C --global-batch 8 --top-k 4 --out WORK/validate.json
     python benchmarks/gpu_check.py report --work WORK --out OUT [--catalogue dgx-h200-141gb:1]
 
 ``report`` reads what the stages of the shell script left in WORK (any of them may be missing: a
@@ -61,6 +62,45 @@ def environment(device: str) -> dict:
     except ImportError:
         env["pulp"] = "MISSING"
     return env
+
+
+# --------------------------------------------------------------------------------------------
+# validate, one layout at a time
+# --------------------------------------------------------------------------------------------
+
+def validate_incrementally(model: str, cluster: str, global_batch: int, *, top_k: int, steps: int, warmup: int,
+                           out: Path, time_left_s: float) -> None:
+    """``autoplan validate --json`` with the same library calls, but the JSON is rewritten after
+    each layout and no layout starts without ``MIN_RUN_S`` left of ``time_left_s``: a slow layout
+    costs its own figure, not those measured before it."""
+    import subprocess
+    import tempfile
+    import time
+
+    from autoplan.errors import AutoplanError
+    from autoplan.plan.api import make_problem
+    from autoplan.validate import Run, candidate_layouts, measure_layout
+
+    deadline = time.monotonic() + time_left_s
+    pb = make_problem(model, cluster, global_batch)
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="gpu-check-validate-") as tmp:
+        for lay, pred in candidate_layouts(pb, top_k=top_k, all_layouts=False):
+            left = deadline - time.monotonic()
+            print(f"[{len(runs) + 1}/{top_k}] {lay.short()} ({left:.0f} s left)", file=sys.stderr, flush=True)
+            if left < MIN_RUN_S:
+                runs.append(Run(lay, pred, None, error=f"skipped: {left:.0f} s left"))
+            else:
+                try:
+                    runs.append(Run(lay, pred, measure_layout(pb, lay, pred, steps=steps, warmup=warmup,
+                                                              workdir=Path(tmp), timeout_s=left)))
+                except (AutoplanError, subprocess.TimeoutExpired) as e:
+                    runs.append(Run(lay, pred, None, error=str(e).splitlines()[0]))
+            out.write_text(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
+
+
+MIN_RUN_S = 20.0
+"""a validate run is not started with less time left (model build, launch, a few steps)"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,6 +338,15 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("env", help="write the environment record")
     e.add_argument("--device", default="cuda")
     e.add_argument("--out", required=True)
+    v = sub.add_parser("validate", help="validate the top layouts, the JSON rewritten after each")
+    v.add_argument("--model", required=True)
+    v.add_argument("--cluster", required=True)
+    v.add_argument("--global-batch", type=int, required=True)
+    v.add_argument("--top-k", type=int, default=4)
+    v.add_argument("--steps", type=int, default=3)
+    v.add_argument("--warmup", type=int, default=1)
+    v.add_argument("--time-left-s", type=float, default=150.0)
+    v.add_argument("--out", required=True)
     r = sub.add_parser("report", help="write gpu_check.json and gpu_check.md from a work directory")
     r.add_argument("--work", required=True)
     r.add_argument("--out", required=True)
@@ -305,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "env":
         Path(args.out).write_text(json.dumps(environment(args.device), indent=2))
+        return 0
+    if args.cmd == "validate":
+        validate_incrementally(args.model, args.cluster, args.global_batch, top_k=args.top_k, steps=args.steps,
+                               warmup=args.warmup, out=Path(args.out), time_left_s=args.time_left_s)
         return 0
     report = build_report(Path(args.work), args.catalogue)
     out = Path(args.out)

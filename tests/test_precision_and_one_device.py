@@ -193,3 +193,22 @@ def test_selective_recompute_uses_the_measured_figures(profiles):
         k.timings = [replace(x, saved_activation_bytes_selective=None, backward_s_selective=None) for x in k.timings]
     derived = layer_costs(prof, _one_device(prof), lay, train)["block.0"]
     assert derived.recompute_s > 0 and abs(derived.act_bytes - c.act_bytes) > 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_validate_top_3_on_one_process(profiles, tmp_path):
+    from autoplan.profile.links import profile_one_device
+    cluster, model = tmp_path / "one.json", tmp_path / "bf16.json"
+    profile_one_device("cpu", memory_per_device_bytes=64 * 2**20).save(cluster)
+    profiles["bf16"].save(model)
+    proc = run_cli("validate", "--model", str(model), "--cluster", str(cluster), "--global-batch", "4",
+                   "--top-k", "3", "--steps", "1", "--warmup", "1", "--json", timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)["runs"]
+    assert len(runs) == 3, runs
+    assert all(r["measured"] and r["measured"]["step_time_s"] > 0 and r["measured"]["peak_memory_bytes"] > 0
+               for r in runs), runs
+    lays = [r["layout"] for r in runs]
+    assert all(l["dp"] * l["tp"] * l["pp"] == 1 for l in lays)
+    assert len({(l["mbs"], l["recompute"]) for l in lays}) == 3        # micro-batching and recompute still vary
