@@ -357,7 +357,8 @@ def data_parallel_wrapper(layout: Layout) -> tuple[bool, bool]:
 def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
     weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
-    accumulation), and the full-recompute workspace (one layer's activations)."""
+    accumulation), the full-recompute workspace (one layer's activations) and the selective one
+    (the part of one layer's activations that its backward recomputes)."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
     if fsdp and layout.zero == 3:
@@ -366,6 +367,8 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
         extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
     if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
+    if layout.recompute == "selective" or "selective" in layout.recompute_layers.values():
+        extra += max(max(0, c.full_act_bytes - c.act_bytes) for c in costs.values())
     # backward holds the gradient of a layer's output while it computes the layer's input
     # gradient: the largest output (the logits) bounds that
     extra += max(c.out_bytes for c in costs.values())
