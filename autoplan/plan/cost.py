@@ -367,8 +367,10 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
         extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
     if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
-    if layout.recompute == "selective" or "selective" in layout.recompute_layers.values():
-        extra += max(max(0, c.full_act_bytes - c.act_bytes) for c in costs.values())
+    recomputed = [max(0, c.full_act_bytes - c.act_bytes) for n, c in costs.items()
+                  if layout.recompute_of(n) == "selective"]
+    if recomputed:
+        extra += max(recomputed)
     # backward holds the gradient of a layer's output while it computes the layer's input
     # gradient: the largest output (the logits) bounds that
     extra += max(c.out_bytes for c in costs.values())
