@@ -32,7 +32,8 @@ PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (F
 PRECISION_HELP = "training precision bf16|fp16|fp32 (bf16/fp16: mixed, fp32 master weights; default: bf16 on CUDA, fp32 on CPU)"
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
-               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy)")
+               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy) "
+               "stage_blocks(estimate: blocks per pipeline chunk, e.g. 5/6/6/5)")
 
 
 def _err(msg: str) -> None:
@@ -95,6 +96,11 @@ def profile_model_cmd(
     repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
     warmup: int = typer.Option(2, help="untimed warm-up iterations"),
     threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
+    nproc: Optional[str] = typer.Option(None, "--nproc", help="also measure inside real process groups of N local "
+                                        "processes working at once, e.g. 4 or 2,4: TP blocks through DTensor with "
+                                        "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
+                                        "parameters, contention for shared cores; solve then costs layouts on an "
+                                        "N-device cluster from these figures (recommended: the size you train on)"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
 
@@ -102,10 +108,20 @@ def profile_model_cmd(
     torch.autocast."""
     from autoplan.profile.layers import default_precision, profile_model
     precision = precision or default_precision(device)
+    worlds = _int_list(nproc, "--nproc") if nproc is not None else ()
+    mbs_list = _int_list(mbs, "--mbs")
     with _progress("profiling layers") as update:
-        prof = profile_model(model, mbs_list=_int_list(mbs, "--mbs"), tp_list=_int_list(tp, "--tp"),
+        prof = profile_model(model, mbs_list=mbs_list, tp_list=_int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              precision=precision, progress=lambda e: update(e.done, e.total, e.what))
+    if worlds:
+        from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+        cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup,
+                                 precision=precision)
+        for world in worlds:
+            with _progress(f"in groups of {world} processes") as update:
+                timings, env = profile_in_groups(cfg, world, progress=update)
+            add_group_timings(prof, timings, env)
     prof.save(out)
     blk = prof.kinds.get("block")
     summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params, {precision}"
@@ -265,12 +281,11 @@ def estimate(
     """Predict the step time and memory of one given layout, with the same cost model as solve.
 
     When the layout gives no stages, the solver's partitioner places the layers for those degrees."""
-    from autoplan.plan.api import complete_layout, estimate_problem, make_problem
+    from autoplan.plan.api import estimate_problem, given_layout, make_problem
     from autoplan.plan.plan import parse_layout_constraints
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
-    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
-                                                     global_batch))
+    lay, pred = estimate_problem(pb, given_layout(pb, parse_layout_constraints(layout)))
     if as_json:
         typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
         return
@@ -322,10 +337,7 @@ def validate(
         prof = ClusterProfile.load(cluster)
         prof.calibration = cal
         prof.save(cluster)
-        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, TP communication x{cal.tp_comm_scale:.3f}, "
-                   f"other communication x{cal.comm_scale:.3f}, "
-                   f"+{cal.step_overhead_s * 1e3:.1f} ms per step, +{cal.memory_overhead_bytes / 2**20:.1f} MiB per device",
-                   err=as_json)
+        typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,26 +381,51 @@ def demo(
                               global_batch=global_batch, steps=steps, workdir=workdir))
 
 
+def _click_exceptions():
+    """The module of the click exceptions that typer raises: ``click.exceptions`` up to typer 0.25, typer's own
+    vendored copy from 0.26. Found through typer's public ``BadParameter`` (a click ``UsageError``) so that both
+    work without importing either private module by name."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def _usage_error(e) -> None:
+    """click's usage line and help hint, then one ``error:`` line (click itself would write ``Error:``)."""
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        typer.echo(ctx.get_usage(), err=True)
+        if ctx.help_option_names:
+            typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+    _err(" ".join(e.format_message().split()))
+
+
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point: AutoplanError -> one line and exit 2; Ctrl-C -> exit 130."""
+    """Entry point: AutoplanError or a usage error -> one ``error:`` line and exit 2; Ctrl-C -> exit 130;
+    otherwise the command's exit code (``run`` passes on the workers')."""
+    clicks = _click_exceptions()
     try:
-        app(args=argv, standalone_mode=False)
+        # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
+        # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
+        code = app(args=argv, standalone_mode=False)
     except AutoplanError as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         sys.exit(2)
-    except KeyboardInterrupt:
-        _err("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
     except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+        code = e.exit_code
+    except clicks.UsageError as e:  # unknown option or command, missing or malformed value, bad choice
+        if isinstance(e, getattr(clicks, "NoArgsIsHelpError", ())):  # bare `autoplan`: the help, as click shows it
+            if e.format_message().strip():      # typer's rich help is already printed, the message is empty
+                e.show()
+            sys.exit(e.exit_code)
+        _usage_error(e)
+        sys.exit(2)
+    except clicks.ClickException as e:  # e.g. a file option that cannot be opened
+        _err(" ".join(e.format_message().split()))
+        sys.exit(2)
+    if code == 130:     # typer >= 0.26 turns Ctrl-C into Exit(130); click into Abort
+        _err("interrupted")
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

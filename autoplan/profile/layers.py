@@ -15,10 +15,11 @@ What each figure means:
   untimed, before each sample).  ``embed`` and ``block`` are driven by a fixed random upstream
   gradient of the output's shape; ``head`` by its scalar loss, because the last pipeline stage runs
   the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
-- ``saved_activation_bytes_selective`` and ``backward_s_selective`` (blocks): the same under the
-  executor's selective recomputation (its own checkpoint wrapper, :mod:`autoplan.execute.recompute`),
-  the bytes counted by the allocator (:func:`retained_bytes`; a checkpoint keeps what it saves
-  outside autograd's hooks). The planner takes selective recomputation's saving and cost from them:
+- ``saved_activation_bytes_selective`` and ``selective_recompute_s`` (blocks): the bytes kept and the
+  backward time added under the executor's selective recomputation (its own checkpoint wrapper,
+  :mod:`autoplan.execute.recompute`; the backward under it minus the plain one), the bytes counted
+  by the allocator (:func:`retained_bytes`; a checkpoint keeps what it saves outside autograd's
+  hooks). The planner takes selective recomputation's saving and cost from them:
   with a fused attention (SDPA, on CPU and CUDA) no s x s scores are ever stored, so the shape's
   rule (selective drops the 5as/h term) would not say what this executor saves.
 - ``saved_activation_bytes``: bytes autograd holds for backward, seen through
@@ -458,10 +459,10 @@ def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: in
     saved = saved_activation_bytes(run, list(case.module.parameters()))
     out_bytes = holder["out"].numel() * holder["out"].element_size()
     del holder
-    sel_bytes, sel_bwd_s = measure_selective(case, settings) if selective else (None, None)
+    sel_bytes, sel_bwd_s = measure_selective(case, settings) if selective else (None, bwd_s)
     return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
                        output_bytes=out_bytes, saved_activation_bytes_selective=sel_bytes,
-                       backward_s_selective=sel_bwd_s)
+                       selective_recompute_s=max(0.0, sel_bwd_s - bwd_s))
 
 
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
