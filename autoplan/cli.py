@@ -22,6 +22,25 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers or a cluster's links (writes JSON).")
 app.add_typer(profile_app, name="profile")
 
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            typer.echo(f"autoplan {version('autoplan')}")
+        except PackageNotFoundError:
+            typer.echo("autoplan (not installed: no package metadata)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    _version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                  help="print autoplan's version and exit"),
+) -> None:
+    """Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a PyTorch model.
+    profile -> solve -> run; `autoplan demo` does all three on this machine."""
+
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
               "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len), a model profile JSON, "
               "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights) "
@@ -101,6 +120,7 @@ def profile_model_cmd(
                                         "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
                                         "parameters, contention for shared cores; solve then costs layouts on an "
                                         "N-device cluster from these figures (recommended: the size you train on)"),
+    as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
 
@@ -124,9 +144,15 @@ def profile_model_cmd(
             add_group_timings(prof, timings, env)
     prof.save(out)
     blk = prof.kinds.get("block")
+    t = blk.timing(min(mbs_list), 1) if blk else None
+    if as_json:
+        typer.echo(json.dumps({"out": str(out), "layers": len(prof.layers), "params": prof.total_params(),
+                               "precision": precision,
+                               "block": None if t is None else {"mbs": t.mbs, "forward_s": t.forward_s,
+                                                                "backward_s": t.backward_s}}, indent=2))
+        return
     summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params, {precision}"
-    if blk:
-        t = blk.timing(min(_int_list(mbs, "--mbs")), 1)
+    if t:
         summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
     typer.echo(summary)
 
@@ -141,6 +167,8 @@ def profile_cluster_cmd(
     repeats: int = typer.Option(5, help="timed repeats per size (median kept)"),
     device: str = typer.Option("cpu", help="with --nproc 1: cpu, cuda or cuda:N (one GPU is a one-device cluster); "
                                            "several local processes are CPU processes"),
+    as_json: bool = typer.Option(False, "--json", help="print {out, world_size, memory_per_device_bytes, "
+                                                       "all_reduce: {...}} as JSON"),
 ) -> None:
     """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth.
 
@@ -176,6 +204,14 @@ def profile_cluster_cmd(
                                  repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
     cl.save(out)
     ar = cl.links.get("intra_node", {}).get("all_reduce", {})
+    if as_json:
+        fit = ar[max(ar)] if ar else None
+        typer.echo(json.dumps({"out": str(out), "world_size": cl.world_size, "num_nodes": cl.num_nodes,
+                               "memory_per_device_bytes": cl.device.memory_bytes,
+                               "all_reduce": None if fit is None else {
+                                   "group_size": max(ar), "latency_s": fit.latency_s,
+                                   "bandwidth_bytes_per_s": fit.bandwidth_bytes_per_s}}, indent=2))
+        return
     line = f"wrote {out}: {cl.world_size} devices, {cl.device.memory_bytes / 2**20:.0f} MiB each"
     if cl.world_size == 1:
         line = (f"wrote {out}: 1 device ({cl.device.name or cl.device.type}), {cl.device.memory_bytes / 2**20:.0f} MiB, "
@@ -309,6 +345,8 @@ def validate(
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="draw predicted against measured step time and memory "
+                                                            "into this .png or .svg (needs matplotlib)"),
 ) -> None:
     """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
     from autoplan.errors import InputError
@@ -316,12 +354,20 @@ def validate(
     from autoplan.validate import fidelity, fit_calibration, print_table, validate as do_validate
     if steps < 1 or warmup < 0:
         raise InputError("--steps must be >= 1 and --warmup >= 0")
+    if plot is not None:
+        from autoplan.draw import check_out_path
+        check_out_path(plot)
     pb = make_problem(model, cluster, global_batch, optimizer=optimizer, precision=precision,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     if pb.cluster.source == "catalogue":
         raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
     say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
     runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say)
+    if plot is not None:
+        from autoplan.draw import draw_validation
+        draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",
+                        budget_bytes=pb.cluster.device.memory_bytes)
+        typer.echo(f"wrote {plot}", err=True)
     if as_json:
         typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
     else:
@@ -338,6 +384,77 @@ def validate(
         prof.calibration = cal
         prof.save(cluster)
         typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
+
+
+# --------------------------------------------------------------------------------------------
+# export / show
+# --------------------------------------------------------------------------------------------
+
+@app.command("export")
+def export_cmd(
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM arguments), torchtitan (TOML job config), "
+                                             "deepspeed (JSON config) or accelerate (YAML config)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the file here (default: print it)"),
+    as_json: bool = typer.Option(False, "--json", help="print {framework, format, config, warnings, text} as JSON"),
+) -> None:
+    """Write the plan as another framework's configuration.
+
+    What the framework cannot express is refused (exit 2) or approximated with a warning on stderr
+    that says what changes."""
+    from autoplan.export import export_plan
+    from autoplan.plan.plan import Plan
+    exp = export_plan(Plan.load(plan), to, str(plan))
+    for w in exp.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    if out:
+        exp.save(out)
+    if as_json:
+        typer.echo(json.dumps(exp.to_dict(), indent=2))
+    elif out:
+        typer.echo(f"wrote {out} ({exp.framework} {exp.format})", err=True)
+    else:
+        typer.echo(exp.text, nl=False)
+
+
+@app.command()
+def show(
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    out: Optional[Path] = typer.Option(None, "--out", help="picture to write, .png or .svg (default: PLAN with .png)"),
+    model: Optional[str] = typer.Option(None, "--model", help="the model profile or spec, if not where the plan says"),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="the cluster profile or spec, if not where the plan says"),
+    memory_per_device: Optional[str] = typer.Option(None, help="the memory budget solve was given, if it was overridden"),
+    as_json: bool = typer.Option(False, "--json", help="print the drawn data (timeline bars, memory per rank) as JSON"),
+) -> None:
+    """Draw the plan: each pipeline rank's step timeline and memory against the budget (from the cost model).
+
+    The timeline runs the plan's schedule (GPipe, 1F1B, interleaved) on the cost model's per-chunk
+    costs: forward, recompute and backward of every micro-batch, pipeline sends, bubble, DP sync,
+    optimizer. The memory bars stack parameters + gradients + optimizer state, activations, pipeline
+    buffers and workspace for each pipeline rank."""
+    from autoplan.draw import check_out_path, draw_plan
+    from autoplan.plan.figures import plan_figures
+    from autoplan.plan.plan import Plan
+    out = out or plan.with_suffix(".png")
+    check_out_path(out)
+    fig = plan_figures(Plan.load(plan), model=model, cluster=cluster,
+                       memory_per_device_bytes=_parse_bytes(memory_per_device))
+    for n in fig.notes:
+        typer.echo(f"note: {n}", err=True)
+    draw_plan(fig, out)
+    tl = fig.timeline
+    if as_json:
+        from dataclasses import asdict
+        typer.echo(json.dumps({"out": str(out), "layout": fig.layout.to_dict(), "predicted": fig.predicted.to_dict(),
+                               "timeline": {"step_time_s": tl.step_time_s, "pipeline_s": tl.pipeline_s,
+                                            "model_pipeline_s": tl.model_pipeline_s,
+                                            "bars": [asdict(b) for b in tl.bars]},
+                               "memory_by_rank_bytes": fig.memory_by_rank_bytes, "budget_bytes": fig.budget_bytes,
+                               "notes": fig.notes}, indent=2))
+        return
+    typer.echo(f"wrote {out}: {fig.layout.short()}, step {tl.step_time_s * 1e3:.3f} ms drawn "
+               f"(predicted {fig.predicted.step_time_s * 1e3:.3f} ms), peak memory "
+               f"{max(sum(d.values()) for d in fig.memory_by_rank_bytes) / 2**20:.1f} MiB of {fig.budget_bytes / 2**20:.0f} MiB")
 
 
 # --------------------------------------------------------------------------------------------

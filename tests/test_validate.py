@@ -28,8 +28,10 @@ def test_validate_cli_json_matches_the_contract(tmp_path):
     assert prof.returncode == 0, prof.stderr
     proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(model), "--cluster",
                            str(cluster), "--global-batch", "4", "--top-k", "2", "--steps", "1", "--warmup", "1",
-                           "--json", "--optimizer", "sgd"], capture_output=True, text=True, timeout=300)
+                           "--json", "--optimizer", "sgd", "--plot", str(tmp_path / "validate.png")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "validate.png").read_bytes()[:4] == b"\x89PNG"
     out = json.loads(proc.stdout)
     assert out["chosen"] == 0 and len(out["runs"]) == 2
     for run in out["runs"]:
