@@ -93,9 +93,9 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(f"{what} must be a comma-separated list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise InputError(f"{what} must list positive integers, got {text!r}")
+        raise InputError(f"{what} must be a comma-separated list of integers, got {text[:60]!r}") from None
+    if not vals or any(not 1 <= v <= 2 ** 20 for v in vals):
+        raise InputError(f"{what} must list integers from 1 to {2 ** 20}, got {text[:60]!r}")
     return vals
 
 
@@ -284,11 +284,15 @@ def solve(
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
+    from autoplan.errors import InputError
     lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())
     unknown = set(lossy) - {"fp16", "powersgd", "localsgd"}
     if unknown:
-        from autoplan.errors import InputError
         raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(unknown))} (known: fp16, powersgd, localsgd)")
+    if not 0 <= top_k <= 100:
+        raise InputError(f"--top-k must be from 0 to 100, got {top_k}")
+    if not 0 < time_limit <= 86400:      # also refuses nan
+        raise InputError(f"--time-limit must be > 0 and at most 86400 seconds, got {time_limit}")
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
                          per_layer_recompute=per_layer_recompute, allow_lossy=lossy)
     with _progress("solving", enabled=not as_json) as update:
@@ -468,6 +472,15 @@ def run(
     nnodes: int = typer.Option(1, help="nodes (one torchrun agent per node)"),
     node_rank: Optional[int] = typer.Option(None, help="this node's rank (multi-node)"),
     rdzv_endpoint: Optional[str] = typer.Option(None, help="host:port of the c10d rendezvous (multi-node)"),
+    max_restarts: Optional[int] = typer.Option(None, help="restart the workers this often after a failure (they "
+                                                          "resume from their checkpoint); default 0, or 3 with --elastic"),
+    elastic: bool = typer.Option(False, "--elastic", help="keep training when nodes are lost: re-solve the plan for the "
+                                                          "nodes that remain and resume from the last checkpoint; grow "
+                                                          "again at a checkpoint when they return (the script needs "
+                                                          "--ckpt-dir)"),
+    min_nodes: Optional[int] = typer.Option(None, help="with --elastic: the fewest nodes to go on with (default: 1)"),
+    rejoin_timeout: float = typer.Option(30.0, help="with --elastic: seconds a lost node has to come back before "
+                                                    "the job re-plans without it"),
 ) -> None:
     """Launch SCRIPT under torchrun with the plan's world size:  autoplan run plan.json -- SCRIPT [ARGS...]"""
     from autoplan.errors import InputError
@@ -478,8 +491,17 @@ def run(
     if not args:
         raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
     Plan.load(plan)   # refuse a malformed plan before starting anything
+    if elastic:
+        from autoplan.execute.elastic import DEFAULT_MAX_RESTARTS, elastic_launch
+        code = elastic_launch(plan, args[0], args[1:], nnodes=nnodes, min_nodes=min_nodes or 1, node_rank=node_rank,
+                              rdzv_endpoint=rdzv_endpoint, rejoin_timeout_s=rejoin_timeout,
+                              max_restarts=DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts)
+        raise typer.Exit(code)
+    if min_nodes is not None:
+        raise InputError("--min-nodes needs --elastic")
     from autoplan.execute.launch import launch
-    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                  max_restarts=max_restarts or 0)
     raise typer.Exit(code)
 
 
@@ -516,18 +538,25 @@ def _usage_error(e) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point: AutoplanError or a usage error -> one ``error:`` line and exit 2; Ctrl-C -> exit 130;
-    otherwise the command's exit code (``run`` passes on the workers')."""
+    """Entry point: AutoplanError or a usage error -> one ``error:`` line and exit 2; Ctrl-C -> one line
+    and exit 130 (SIGTERM: 143), after every process the command started has been ended
+    (autoplan.processes); otherwise the command's exit code (``run`` passes on the workers')."""
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupts_raise
     clicks = _click_exceptions()
     try:
         # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
         # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
-        code = app(args=argv, standalone_mode=False)
+        # SIGINT/SIGTERM raise Interrupted (a BaseException that click and typer leave alone).
+        with interrupts_raise():
+            code = app(args=argv, standalone_mode=False)
     except AutoplanError as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         sys.exit(2)
+    except Interrupted as e:
+        _interrupted(e.signum)
     except (KeyboardInterrupt, typer.Abort):
-        code = 130
+        _interrupted(2)
     except typer.Exit as e:
         code = e.exit_code
     except clicks.UsageError as e:  # unknown option or command, missing or malformed value, bad choice
@@ -543,6 +572,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     if code == 130:     # typer >= 0.26 turns Ctrl-C into Exit(130); click into Abort
         _err("interrupted")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted(signum: int) -> None:
+    """End the processes the command started (a second Ctrl-C meanwhile is ignored), say so, exit."""
+    import signal
+
+    from autoplan.processes import end_descendants
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        end_descendants()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    _err("interrupted")
+    sys.exit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -41,7 +40,8 @@ def measured_steps(output: str) -> list[tuple[int, float, float]]:
 def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: float = 600) -> list[tuple[int, float, float]]:
     from autoplan.execute.launch import torchrun_command
     cmd = torchrun_command(str(plan_path), str(train_script()), ["--steps", str(steps), "--lr", str(lr)])
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    from autoplan.processes import run_command
+    proc = run_command(cmd, timeout_s=timeout_s)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise InputError(f"training with {plan_path} failed (exit {proc.returncode}): {tail[0]}")

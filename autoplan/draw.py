@@ -52,19 +52,13 @@ def check_out_path(out: Path) -> None:
 
 
 def _save(fig, out: Path) -> None:
-    """Write via a temporary file in the same folder, then rename: no half-written picture."""
-    import os
-    import tempfile
-    out = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.", suffix=out.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=130, bbox_inches="tight")
-        os.chmod(tmp, 0o644)          # mkstemp makes 0600; a picture is meant to be shared
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Render in memory, then write via a temporary file and a rename: no half-written picture."""
+    import io
+
+    from autoplan.jsonio import write_text_atomic
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(out).suffix.lower().lstrip("."), dpi=130, bbox_inches="tight")
+    write_text_atomic(out, buf.getvalue())
 
 
 def _time_unit(seconds: float) -> tuple[float, str]:

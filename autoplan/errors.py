@@ -33,3 +33,15 @@ class InfeasibleError(AutoplanError):
 
 class LaunchError(AutoplanError):
     """The launch does not match the plan (world size, layer names)."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) or SIGTERM arrived: unwind, clean up, exit ``128 + signum``.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` does not swallow it; unlike
+    KeyboardInterrupt, click does not turn it into its own "Aborted!". Raised by the handlers of
+    :func:`autoplan.processes.interrupts_raise`."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum

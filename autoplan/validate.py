@@ -23,6 +23,7 @@ from autoplan.plan.api import Problem, solve_problem
 from autoplan.plan.cost import evaluate, layer_costs
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
 from autoplan.plan.search import SearchOptions, lower_bound_s, outer_layouts, place
+from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
 
@@ -140,7 +141,7 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     while True:
         load = ForeignLoad().start()
         cpu0 = children_cpu_s()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = run_command(cmd, timeout_s=timeout_s)      # stopped with its workers on a timeout or Ctrl-C
         foreign = load.stop(children_cpu_s() - cpu0)
         (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr)
         attempt += 1

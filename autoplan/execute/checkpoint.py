@@ -50,6 +50,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 
 from autoplan.errors import InputError
 from autoplan.execute.apply import Parallelized
+from autoplan.jsonio import write_json_atomic
 
 LATEST = "latest"
 """name of the marker file, inside the checkpoint directory, that names the newest complete step"""
@@ -195,9 +196,7 @@ def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_di
     _save_rank_state(par, path)
     dist.barrier()  # every rank's files are complete before the marker moves
     if dist.get_rank() == 0:
-        tmp = root / f".{LATEST}.tmp"
-        tmp.write_text(json.dumps({"step": step, "dir": path.name}) + "\n")
-        os.replace(tmp, root / LATEST)
+        write_json_atomic(root / LATEST, {"step": step, "dir": path.name})     # temporary file, then rename
     dist.barrier()  # nobody reads the marker before it is written
     return path
 

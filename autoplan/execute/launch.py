@@ -30,8 +30,9 @@ def init_process_group(backend: str) -> None:
     (``TORCHELASTIC_USE_AGENT_STORE``), and the workers of a restart then read the previous
     attempt's process-group keys (gloo peers' old addresses: "connectFullMesh failed ... Connection
     refused"). The store is prefixed here by ``TORCHELASTIC_RESTART_COUNT``, as torch itself did
-    before, so every attempt meets only its own keys. Outside torchrun's agent store this is the
-    plain environment initialisation.
+    before, so every attempt meets only its own keys. Outside torchrun's agent store (and under
+    ``autoplan run --elastic``, which gives each round a store of its own) this is the plain
+    environment initialisation.
     """
     import datetime
 
@@ -52,20 +53,56 @@ def init_process_group(backend: str) -> None:
 def run_worker(body: "Callable[[], None]") -> int:
     """Run a torchrun worker's ``body`` and return its exit code: an :class:`AutoplanError`
     becomes one ``error: ...`` line (from rank 0; every rank fails alike) and code 2; the process
-    group is always torn down."""
+    group is always torn down.
+
+    SIGTERM or SIGINT (torchrun stopping its workers, or Ctrl-C) unwinds ``body`` (so a file being
+    written is removed, see :mod:`autoplan.jsonio`) and ends the worker quietly with ``128 +
+    signum``: whatever a peer's collective raises once the others are stopping is not reported."""
+    import signal
+
     import torch.distributed as dist
 
-    from autoplan.errors import AutoplanError
+    from autoplan.errors import AutoplanError, Interrupted
+    stopped: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        raise Interrupted(signum)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
     try:
         body()
     except AutoplanError as e:
         if int(os.environ.get("RANK", "0")) == 0:       # set by torchrun
             print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
+    except BaseException:
+        if stopped:
+            return 128 + stopped[0]
+        raise
     finally:
-        if dist.is_initialized():
+        for s in (signal.SIGINT, signal.SIGTERM):      # the teardown below is not interrupted again
+            signal.signal(s, signal.SIG_IGN)
+        if dist.is_initialized() and not stopped:
             dist.destroy_process_group()
     return 0
+
+
+MAX_PROCESSES_PER_CPU_CORE = 4
+"""on a node without GPUs, at most this many worker processes per core (CPU processes stand in for
+devices; more than a few per core measure nothing but the scheduler)"""
+
+
+def check_local_world(nproc_per_node: int, nnodes: int) -> None:
+    """Refuse to start more workers on this node than it has GPUs (or, without GPUs, 4 per core, at
+    least 8): a plan for 1,024 devices run with ``--nnodes 1`` would otherwise fork 1,024 trainers."""
+    import torch
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    limit = gpus or max(8, MAX_PROCESSES_PER_CPU_CORE * (os.cpu_count() or 1))
+    if nproc_per_node > limit:
+        have = f"{gpus} GPUs" if gpus else f"{os.cpu_count()} CPU cores (at most {limit} processes)"
+        raise LaunchError(f"the plan needs {nproc_per_node} processes on each of {nnodes} node(s), but this node "
+                          f"has {have}: launch on more nodes (--nnodes, --node-rank, --rdzv-endpoint)")
 
 
 def _has_plan_arg(args: Sequence[str]) -> bool:
@@ -87,6 +124,7 @@ def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, sc
     world = plan.layout.world_size
     if nnodes < 1 or world % nnodes:
         raise LaunchError(f"plan world size {world} does not split over {nnodes} nodes")
+    check_local_world(world // nnodes, nnodes)
     if max_restarts < 0:
         raise LaunchError(f"max_restarts must be >= 0, got {max_restarts}")
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world // nnodes}",
@@ -116,8 +154,11 @@ def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequen
     (a plain ``torchrun`` exits 1 for any failure): 0 when all succeed, 2 when a worker refused the
     plan with one ``error:`` line (``examples/train_gpt.py``).
     """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
+
+    from autoplan.errors import Interrupted
 
     if not Path(script).is_file():
         raise InputError(f"training script not found: {script}")
@@ -128,4 +169,6 @@ def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequen
     except ChildFailedError as e:
         _, failure = e.get_first_failure()
         return failure.exitcode if failure.exitcode > 0 else 1
+    except SignalException as e:   # the agent stopped its workers on SIGTERM/SIGINT (its own handlers)
+        raise Interrupted(int(e.sigval)) from None
     return 0

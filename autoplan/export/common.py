@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from autoplan.errors import InputError
+from autoplan.jsonio import write_text_atomic
 from autoplan.plan.cost import data_parallel_wrapper
 from autoplan.plan.plan import Layout, Plan
 
@@ -44,18 +43,7 @@ class Export:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``text`` to ``path`` via a temporary file and a rename (never half-written)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(self.text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, p)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_text_atomic(path, self.text)
 
 
 @dataclass(frozen=True)

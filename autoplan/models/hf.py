@@ -170,10 +170,20 @@ def hf_config(spec: str) -> Any:
             kwargs[tok] = vocab - 1
     try:
         config = config_cls(**{**kwargs, **_NO_DROPOUT[arch.family], "tie_word_embeddings": False})
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{spec!r}: bad {arch.config_class}: {e}") from None
+    except _config_errors() as e:
+        raise InputError(f"{spec!r}: bad {arch.config_class}: {str(e).strip().splitlines()[-1]}") from None
     config._attn_implementation = "sdpa"
     return config
+
+
+def _config_errors() -> tuple[type[Exception], ...]:
+    """What a ``transformers`` config raises on a bad value: TypeError/ValueError, and in recent
+    versions huggingface_hub's strict-dataclass validation errors."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return TypeError, ValueError
+    return TypeError, ValueError, StrictDataclassError
 
 
 def hf_shape(spec: str) -> ModelShape:
@@ -187,8 +197,10 @@ def hf_shape(spec: str) -> ModelShape:
         vals = dict(layers=c.num_hidden_layers, hidden=c.hidden_size, heads=c.num_attention_heads,
                     kv_heads=c.num_key_value_heads or c.num_attention_heads, ffn_hidden=c.intermediate_size,
                     vocab=c.vocab_size, seq_len=c.max_position_embeddings)
-    return ModelShape(name=spec, mlp="gelu" if arch.family == "gpt2" else "swiglu",
-                      **{k: int(v) for k, v in vals.items()})
+    bad = {k: v for k, v in vals.items() if isinstance(v, bool) or not isinstance(v, int)}
+    if bad:
+        raise InputError(f"{spec!r}: {', '.join(f'{k} must be an integer, got {v!r}' for k, v in bad.items())}")
+    return ModelShape(name=spec, mlp="gelu" if arch.family == "gpt2" else "swiglu", **vals)
 
 
 def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:

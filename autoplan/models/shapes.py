@@ -11,7 +11,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autoplan.errors import InputError
-from autoplan.jsonio import read_json
+from autoplan.jsonio import as_dict, read_json, short_repr
+
+MAX_SHAPE_VALUE = 2 ** 24
+"""largest value of any shape field (16.7M): above every published transformer's width, vocabulary and
+context, small enough that the cost model's products of a few of them stay exact"""
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,14 @@ class ModelShape:
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len"):
             v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise InputError(f"model shape {self.name!r}: {f} must be a positive integer, got {v!r}")
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_SHAPE_VALUE:
+                raise InputError(f"model shape {short_repr(self.name)}: {f} must be an integer from 1 to "
+                                 f"{MAX_SHAPE_VALUE}, got {short_repr(v)}")
         if self.hidden % self.heads:
             raise InputError(f"model shape {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}")
         if self.mlp not in MLP_KINDS:
-            raise InputError(f"model shape {self.name!r}: mlp must be one of {', '.join(MLP_KINDS)}, got {self.mlp!r}")
+            raise InputError(f"model shape {self.name!r}: mlp must be one of {', '.join(MLP_KINDS)}, "
+                             f"got {short_repr(self.mlp)}")
         if self.heads % self.kv_heads:
             raise InputError(f"model shape {self.name!r}: heads {self.heads} not divisible by kv_heads {self.kv_heads}")
 
@@ -72,10 +78,13 @@ class ModelShape:
     @classmethod
     def from_dict(cls, d: dict, source: str = "shape") -> "ModelShape":
         keys = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len")
+        d = as_dict(d, source)
         missing = [k for k in keys if k not in d]
         if missing:
             raise InputError(f"{source}: transformer shape is missing {', '.join(missing)}")
-        return cls(name=str(d.get("name", source)), mlp=str(d.get("mlp", "gelu")), **{k: d[k] for k in keys})
+        name, mlp = d.get("name", source), d.get("mlp", "gelu")
+        return cls(name=name if isinstance(name, str) else source, mlp=mlp if isinstance(mlp, str) else repr(mlp),
+                   **{k: d[k] for k in keys})
 
 
 MLP_KINDS = ("gelu", "swiglu")

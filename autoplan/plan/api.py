@@ -29,6 +29,8 @@ class Problem:
     train: TrainingConfig
     model_spec: str
     cluster_spec: str
+    memory_per_device_bytes: int | None = None
+    """the budget given on the command line in place of the cluster profile's (recorded in the plan)"""
 
 
 def resolve_cluster(spec: str) -> ClusterProfile:
@@ -106,18 +108,24 @@ def make_problem(model: str, cluster: str, global_batch: int, *, precision: str 
                  progress: Callable | None = None) -> Problem:
     """Resolve the specs. ``precision`` defaults to a model profile file's own, else bf16 on CUDA
     and catalogue clusters, fp32 on CPU; a profile file of another precision is refused."""
+    from autoplan.profile.formats import MAX_SEQ_LEN
+    TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
+    if precision is not None and precision not in ("fp32", "bf16", "fp16"):
+        raise InputError(f"--precision must be bf16, fp16 or fp32, got {precision!r}")
+    if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
+        raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN}, got {seq_len}")
+    if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
+        raise InputError(f"the memory per device must be positive, got {memory_per_device_bytes} bytes")
     cl = resolve_cluster(cluster)
     if memory_per_device_bytes is not None:
         cl.device.memory_bytes = memory_per_device_bytes
     if precision is None:
         precision = _profile_file_precision(model) or (
             "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32")
-    if precision not in ("fp32", "bf16", "fp16"):
-        raise InputError(f"--precision must be bf16, fp16 or fp32, got {precision!r}")
     prof = resolve_model_profile(model, cl, precision=precision, seq_len=seq_len, progress=progress)
     check_profile_precision(prof, precision, model)
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
-                   model, cluster)
+                   model, cluster, memory_per_device_bytes)
 
 
 def _training_spec(pb: Problem, world: int) -> TrainingSpec:
@@ -127,7 +135,8 @@ def _training_spec(pb: Problem, world: int) -> TrainingSpec:
                         precision=pb.train.precision, optimizer=pb.train.optimizer,
                         model_profile=pb.model_spec if pb.model_spec.endswith(".json") else "",
                         cluster_profile=pb.cluster_spec if pb.cluster_spec.endswith(".json") else "",
-                        cluster_spec=pb.cluster_spec, world_size=world)
+                        cluster_spec=pb.cluster_spec, world_size=world,
+                        memory_per_device_bytes=pb.memory_per_device_bytes or 0)
 
 
 def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: bool = True,
@@ -165,7 +174,10 @@ def estimate_problem(pb: Problem, layout: Layout) -> tuple[Layout, Prediction]:
     if not layout.stages:
         placed, _, _ = place(pb.profile, pb.cluster, layout, pb.train, costs)
         if placed is None:   # no placement fits: report the one that needs the least memory
-            placed, _, _ = place(pb.profile, pb.cluster, layout, pb.train, costs, objective="memory")
+            placed, status, _ = place(pb.profile, pb.cluster, layout, pb.train, costs, objective="memory")
+            if placed is None:
+                raise LayoutError(f"no placement of the layers on {layout.pp * layout.vp} pipeline chunks was found "
+                                  f"(the solver says {status}): give the stages")
         layout = placed
     return layout, evaluate(pb.profile, pb.cluster, layout, pb.train, costs)
 

@@ -128,8 +128,10 @@ class TrainingConfig:
     a measured profile the fully exposed model below (DP, TP and pipeline traffic not overlapped)"""
 
     def __post_init__(self) -> None:
-        if self.global_batch < 1:
-            raise InputError(f"global batch must be positive, got {self.global_batch}")
+        from autoplan.plan.plan import MAX_DEGREE
+        if not isinstance(self.global_batch, int) or isinstance(self.global_batch, bool) \
+                or not 1 <= self.global_batch <= MAX_DEGREE:
+            raise InputError(f"global batch must be an integer from 1 to {MAX_DEGREE}, got {self.global_batch}")
         if self.precision not in BYTES_PER_ELEMENT:
             raise InputError(f"precision must be one of {'|'.join(BYTES_PER_ELEMENT)}, got {self.precision!r}")
         if self.optimizer not in ("adamw", "sgd"):

@@ -5,11 +5,13 @@ Loads without torch. See DESIGN.md "Contract" for the JSON shape; ``Plan.to_dict
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from autoplan.errors import InputError, LayoutError
-from autoplan.jsonio import check_schema, read_json, require, write_json_atomic
+from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
+                             write_json_atomic)
 
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
@@ -18,6 +20,9 @@ GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
 COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
+OPTIMIZERS = ("adamw", "sgd")
+MAX_DEGREE = 2 ** 20
+"""largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
 
 
 def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> str | None:
@@ -89,26 +94,24 @@ class Layout:
     parameters every ``sync_every`` steps instead of averaging gradients every step. DDP only."""
 
     def __post_init__(self) -> None:
-        for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches"):
+        for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches", "sync_every"):
             v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise LayoutError(f"layout: {k} must be a positive integer, got {v!r}")
-        if self.zero not in (0, 1, 2, 3):
-            raise LayoutError(f"layout: zero must be 0..3, got {self.zero!r}")
-        if self.recompute not in RECOMPUTE:
-            raise LayoutError(f"layout: recompute must be one of {'|'.join(RECOMPUTE)}, got {self.recompute!r}")
-        if self.schedule not in SCHEDULES:
-            raise LayoutError(f"layout: schedule must be one of {'|'.join(SCHEDULES)}, got {self.schedule!r}")
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DEGREE:
+                raise LayoutError(f"layout: {k} must be an integer from 1 to {MAX_DEGREE}, got {short_repr(v)}")
+        for k, top in (("zero", 3), ("sp", 1)):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
+                raise LayoutError(f"layout: {k} must be an integer from 0 to {top}, got {short_repr(v)}")
+        if self.world_size > MAX_DEGREE:
+            raise LayoutError(f"layout: dp*tp*pp = {self.world_size} is more than {MAX_DEGREE} devices")
+        for k, allowed in (("recompute", RECOMPUTE), ("schedule", SCHEDULES), ("grad_compression", GRAD_COMPRESSION)):
+            v = getattr(self, k)
+            if not isinstance(v, str) or v not in allowed:
+                raise LayoutError(f"layout: {k} must be one of {'|'.join(allowed)}, got {short_repr(v)}")
         for name, mode in self.recompute_layers.items():
-            if mode not in RECOMPUTE:
-                raise LayoutError(f"layout: recompute mode of {name!r} must be one of {'|'.join(RECOMPUTE)}, got {mode!r}")
-        if self.sp not in (0, 1):
-            raise LayoutError(f"layout: sp must be 0 or 1, got {self.sp!r}")
-        if self.grad_compression not in GRAD_COMPRESSION:
-            raise LayoutError(f"layout: grad_compression must be one of {'|'.join(GRAD_COMPRESSION)}, "
-                              f"got {self.grad_compression!r}")
-        if not isinstance(self.sync_every, int) or self.sync_every < 1:
-            raise LayoutError(f"layout: sync_every must be a positive integer, got {self.sync_every!r}")
+            if not isinstance(mode, str) or mode not in RECOMPUTE:
+                raise LayoutError(f"layout: recompute mode of {short_repr(name)} must be one of {'|'.join(RECOMPUTE)}, "
+                                  f"got {short_repr(mode)}")
         if self.lossy:
             if not (self.zero == 0 and self.tp == 1 and self.pp == 1):
                 raise LayoutError("layout: gradient compression and local SGD need plain data parallel (DDP: "
@@ -187,19 +190,20 @@ class Layout:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "layout") -> "Layout":
+        d = as_dict(d, f"{source}: layout")
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:
-            raise InputError(f"{source}: unknown layout keys {', '.join(sorted(unknown))}")
-        try:
-            stages = [[str(x) for x in st] for st in d.get("stages", [])]
-        except TypeError:
-            raise InputError(f"{source}: layout stages must be a list of lists of layer names") from None
+            raise InputError(f"{source}: unknown layout keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
+        stages = d.get("stages", [])
+        if not isinstance(stages, list) or not all(isinstance(st, list) and all(isinstance(x, str) for x in st)
+                                                   for st in stages):
+            raise InputError(f"{source}: layout stages must be a list of lists of layer names")
         rl = d.get("recompute_layers", {})
         if not isinstance(rl, dict):
             raise InputError(f"{source}: recompute_layers must map layer names to modes")
-        return cls(**{**{k: v for k, v in d.items() if k not in ("stages", "recompute_layers")}, "stages": stages,
-                      "recompute_layers": {str(k): str(v) for k, v in rl.items()}})
+        return cls(**{**{k: v for k, v in d.items() if k not in ("stages", "recompute_layers")},
+                      "stages": [list(st) for st in stages], "recompute_layers": dict(rl)})
 
     def with_(self, **kw) -> "Layout":
         return replace(self, **kw)
@@ -250,13 +254,29 @@ class Prediction:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Prediction":
-        return cls(step_time_s=float(d["step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),
-                   breakdown_s={k: float(v) for k, v in d.get("breakdown_s", {}).items()},
-                   memory_per_stage_bytes=[int(x) for x in d.get("memory_per_stage_bytes", [])],
-                   memory_breakdown_bytes={k: int(v) for k, v in d.get("memory_breakdown_bytes", {}).items()},
-                   fits=bool(d.get("fits", True)),
-                   throughput_samples_per_s=float(d.get("throughput_samples_per_s", 0.0)))
+    def from_dict(cls, d: dict, source: str = "predicted") -> "Prediction":
+        """Check and load; a layout that does not fit may carry an infinite step time."""
+        d = as_dict(d, source)
+        fits = d.get("fits", True)
+        if not isinstance(fits, bool):
+            raise InputError(f"{source}.fits must be true or false, got {short_repr(fits)}")
+        step = require(d, "step_time_s", source)
+        if not (step == math.inf and not fits):
+            step = as_float(step, f"{source}.step_time_s")
+        return cls(step_time_s=step,
+                   peak_memory_bytes=as_int(require(d, "peak_memory_bytes", source), f"{source}.peak_memory_bytes"),
+                   breakdown_s={as_str(k, f"{source}.breakdown_s key"): as_float(v, f"{source}.breakdown_s.{k}")
+                                for k, v in as_dict(d.get("breakdown_s", {}), f"{source}.breakdown_s").items()},
+                   memory_per_stage_bytes=[as_int(x, f"{source}.memory_per_stage_bytes[]")
+                                           for x in as_list(d.get("memory_per_stage_bytes", []),
+                                                            f"{source}.memory_per_stage_bytes")],
+                   memory_breakdown_bytes={as_str(k, f"{source}.memory_breakdown_bytes key"):
+                                           as_int(v, f"{source}.memory_breakdown_bytes.{k}")
+                                           for k, v in as_dict(d.get("memory_breakdown_bytes", {}),
+                                                               f"{source}.memory_breakdown_bytes").items()},
+                   fits=fits,
+                   throughput_samples_per_s=as_float(d.get("throughput_samples_per_s", 0.0),
+                                                     f"{source}.throughput_samples_per_s"))
 
 
 @dataclass
@@ -269,6 +289,28 @@ class SolverInfo:
     layouts_considered: int = 0
     layouts_pruned: int = 0
     ilps_solved: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "solver") -> "SolverInfo":
+        d = as_dict(d, source)
+        _refuse_unknown(d, cls, source)
+
+        def time_or_inf(key: str) -> float:      # an unsolved search has no objective or bound
+            v = require(d, key, source)
+            return v if v == math.inf else as_float(v, f"{source}.{key}")
+        return cls(status=as_str(require(d, "status", source), f"{source}.status"),
+                   objective=time_or_inf("objective"), bound=time_or_inf("bound"),
+                   wall_s=as_float(require(d, "wall_s", source), f"{source}.wall_s"),
+                   gap=time_or_inf("gap") if "gap" in d else 0.0,
+                   layouts_considered=as_int(d.get("layouts_considered", 0), f"{source}.layouts_considered"),
+                   layouts_pruned=as_int(d.get("layouts_pruned", 0), f"{source}.layouts_pruned"),
+                   ilps_solved=as_int(d.get("ilps_solved", 0), f"{source}.ilps_solved"))
+
+
+def _refuse_unknown(d: dict, cls: type, source: str) -> None:
+    unknown = set(d) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"{source}: unknown keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
 
 
 @dataclass
@@ -299,6 +341,36 @@ class TrainingSpec:
     cluster_profile: str = ""
     cluster_spec: str = ""
     world_size: int = 1
+    memory_per_device_bytes: int = 0
+    """the device memory budget the plan was solved for, when given on the command line
+    (``--memory-per-device``); 0: the cluster profile's own. An elastic re-plan uses it again."""
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "training") -> "TrainingSpec":
+        d = as_dict(d, source)
+        _refuse_unknown(d, cls, source)
+        shape = d.get("shape")
+        if shape is not None:
+            from autoplan.models.shapes import ModelShape
+            ModelShape.from_dict(as_dict(shape, f"{source}.shape"), source=f"{source}.shape")
+        from autoplan.profile.formats import MAX_SEQ_LEN, PRECISIONS
+        precision = as_str(d.get("precision", "fp32"), f"{source}.precision")
+        if precision not in PRECISIONS:
+            raise InputError(f"{source}.precision must be one of {'|'.join(PRECISIONS)}, got {short_repr(precision)}")
+        optimizer = as_str(d.get("optimizer", "adamw"), f"{source}.optimizer")
+        if optimizer not in OPTIMIZERS:
+            raise InputError(f"{source}.optimizer must be one of {'|'.join(OPTIMIZERS)}, got {short_repr(optimizer)}")
+        return cls(model_spec=as_str(require(d, "model_spec", source), f"{source}.model_spec"), shape=shape,
+                   global_batch=as_int(require(d, "global_batch", source), f"{source}.global_batch", minimum=1,
+                                       maximum=MAX_DEGREE),
+                   seq_len=as_int(require(d, "seq_len", source), f"{source}.seq_len", minimum=1, maximum=MAX_SEQ_LEN),
+                   precision=precision, optimizer=optimizer,
+                   model_profile=as_str(d.get("model_profile", ""), f"{source}.model_profile"),
+                   cluster_profile=as_str(d.get("cluster_profile", ""), f"{source}.cluster_profile"),
+                   cluster_spec=as_str(d.get("cluster_spec", ""), f"{source}.cluster_spec"),
+                   world_size=as_int(d.get("world_size", 1), f"{source}.world_size", minimum=1, maximum=MAX_DEGREE),
+                   memory_per_device_bytes=as_int(d.get("memory_per_device_bytes", 0),
+                                                  f"{source}.memory_per_device_bytes"))
 
 
 @dataclass
@@ -336,24 +408,30 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "plan") -> "Plan":
+        """Check and load a plan; InputError or LayoutError (one line naming the field) otherwise."""
         check_schema(d, "plan", PLAN_VERSION, source)
-        try:
-            layout = Layout.from_dict(require(d, "layout", source, dict), source)
-            predicted = Prediction.from_dict(require(d, "predicted", source, dict))
-            solver = SolverInfo(**require(d, "solver", source, dict))
-            training = TrainingSpec(**require(d, "training", source, dict))
-            alts = [Alternative(layout=Layout.from_dict(a["layout"], source),
-                                predicted=Prediction.from_dict(a["predicted"]),
-                                family=a.get("family", ""), loses_on=a.get("loses_on", ""))
-                    for a in d.get("alternatives", [])]
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: malformed plan ({type(e).__name__}: {e})") from None
+        source = f"{source}: malformed plan"
+        layout = Layout.from_dict(require(d, "layout", source), source)
+        predicted = Prediction.from_dict(require(d, "predicted", source), f"{source}: predicted")
+        solver = SolverInfo.from_dict(require(d, "solver", source), f"{source}: solver")
+        training = TrainingSpec.from_dict(require(d, "training", source), f"{source}: training")
+        alts = []
+        for i, a in enumerate(as_list(d.get("alternatives", []), f"{source}: alternatives")):
+            at = f"{source}: alternatives[{i}]"
+            a = as_dict(a, at)
+            alts.append(Alternative(layout=Layout.from_dict(require(a, "layout", at), at),
+                                    predicted=Prediction.from_dict(require(a, "predicted", at), f"{at}.predicted"),
+                                    family=as_str(a.get("family", ""), f"{at}.family"),
+                                    loses_on=as_str(a.get("loses_on", ""), f"{at}.loses_on")))
+        explanation = as_list(d.get("explanation", []), f"{source}: explanation")
+        if not all(isinstance(x, str) for x in explanation):
+            raise InputError(f"{source}: explanation must be a list of strings")
         if not layout.stages:
             raise InputError(f"{source}: plan layout has no stages")
         if training.world_size != layout.world_size:
             raise InputError(f"{source}: plan world_size {training.world_size} != dp*tp*pp {layout.world_size}")
         return cls(layout=layout, predicted=predicted, solver=solver, training=training,
-                   alternatives=alts, explanation=[str(x) for x in d.get("explanation", [])])
+                   alternatives=alts, explanation=list(explanation))
 
     @classmethod
     def load(cls, path) -> "Plan":

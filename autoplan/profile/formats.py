@@ -33,12 +33,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from autoplan.errors import InputError
-from autoplan.jsonio import check_schema, read_json, require, write_json_atomic
+from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
+                             write_json_atomic)
 
 MODEL_PROFILE_VERSION = 1
 CLUSTER_PROFILE_VERSION = 1
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 LINK_CLASSES = ("intra_node", "inter_node")
+PRECISIONS = ("fp32", "bf16", "fp16")
+MAX_DEVICES = 2 ** 20
+"""largest cluster (devices, and so any group size) a profile may describe: 1M, far above 16,384-GPU jobs"""
+MAX_BATCH = 2 ** 20
+"""largest micro-batch or global batch, in sequences"""
+MAX_SEQ_LEN = 2 ** 24
+"""longest sequence, in tokens"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,6 +202,39 @@ class LayerInfo:
     kind: str
 
 
+def _layer_kind(v: Any, where: str) -> LayerKindProfile:
+    v = as_dict(v, where)
+    timings, seen = [], set()
+    for i, t in enumerate(as_list(require(v, "timings", where), f"{where}.timings")):
+        at = f"{where}.timings[{i}]"
+        t = as_dict(t, at)
+        timing = LayerTiming(
+            mbs=as_int(require(t, "mbs", at), f"{at}.mbs", minimum=1, maximum=MAX_BATCH),
+            tp=as_int(t.get("tp", 1), f"{at}.tp", minimum=1, maximum=MAX_DEVICES),
+            forward_s=as_float(require(t, "forward_s", at), f"{at}.forward_s"),
+            backward_s=as_float(require(t, "backward_s", at), f"{at}.backward_s"),
+            saved_activation_bytes=as_int(require(t, "saved_activation_bytes", at), f"{at}.saved_activation_bytes"),
+            output_bytes=as_int(require(t, "output_bytes", at), f"{at}.output_bytes"),
+            selective_recompute_s=as_float(t.get("selective_recompute_s", 0.0), f"{at}.selective_recompute_s"),
+            sequence_parallel_saving_s=as_float(t.get("sequence_parallel_saving_s", 0.0),
+                                                f"{at}.sequence_parallel_saving_s"),
+            saved_activation_bytes_selective=(
+                None if t.get("saved_activation_bytes_selective") is None else
+                as_int(t["saved_activation_bytes_selective"], f"{at}.saved_activation_bytes_selective")))
+        if (timing.mbs, timing.tp) in seen:
+            raise InputError(f"{at}: a second timing at mbs {timing.mbs}, tp {timing.tp}")
+        seen.add((timing.mbs, timing.tp))
+        timings.append(timing)
+    shardable = require(v, "tp_shardable", where)
+    if not isinstance(shardable, bool):
+        raise InputError(f"{where}.tp_shardable must be true or false, got {short_repr(shardable)}")
+    return LayerKindProfile(param_count=as_int(require(v, "param_count", where), f"{where}.param_count"),
+                            param_bytes=as_int(require(v, "param_bytes", where), f"{where}.param_bytes"),
+                            tp_shardable=shardable, timings=timings,
+                            flops_per_sample=as_float(v.get("flops_per_sample", 0.0), f"{where}.flops_per_sample"),
+                            group_timings=_group_timings(v.get("group_timings", []), f"{where}.group_timings"))
+
+
 @dataclass
 class ModelProfile:
     model_spec: str
@@ -255,66 +296,101 @@ class ModelProfile:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "model profile") -> "ModelProfile":
+        """Check and load a model profile; InputError (one line naming the field) on anything a
+        planner could not use: wrong types, NaN/inf, negative or huge numbers, unknown layers."""
         check_schema(d, "model_profile", MODEL_PROFILE_VERSION, source)
-        try:
-            model = require(d, "model", source, dict)
-            layers = [LayerInfo(name=str(l["name"]), kind=str(l["kind"]))
-                      for l in require(d, "layers", source, list)]
-            kinds = {}
-            for k, v in require(d, "kinds", source, dict).items():
-                timings = [LayerTiming(mbs=int(t["mbs"]), tp=int(t.get("tp", 1)),
-                                       forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
-                                       saved_activation_bytes=int(t["saved_activation_bytes"]),
-                                       output_bytes=int(t["output_bytes"]),
-                                       selective_recompute_s=float(t.get("selective_recompute_s", 0.0)),
-                                       sequence_parallel_saving_s=float(t.get("sequence_parallel_saving_s", 0.0)),
-                                       saved_activation_bytes_selective=_optional(
-                                           t.get("saved_activation_bytes_selective"), int))
-                           for t in v["timings"]]
-                groups = [_group_timing(g) for g in v.get("group_timings", [])]
-                kinds[k] = LayerKindProfile(param_count=int(v["param_count"]), param_bytes=int(v["param_bytes"]),
-                                            tp_shardable=bool(v["tp_shardable"]), timings=timings,
-                                            flops_per_sample=float(v.get("flops_per_sample", 0.0)),
-                                            group_timings=groups)
-            edges = [(str(a), str(b)) for a, b in require(d, "edges", source, list)]
-            whole = [_group_timing(g) for g in d.get("whole_model_timings", [])]
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: malformed model profile ({type(e).__name__}: {e})") from None
-        names = {l.name for l in layers}
+        source = f"{source}: malformed model profile"
+        model = as_dict(require(d, "model", source), f"{source}: model")
+        spec = as_str(model.get("spec", ""), f"{source}: model.spec")
+        shape = model.get("shape")
+        if shape is not None:
+            from autoplan.models.shapes import ModelShape
+            ModelShape.from_dict(as_dict(shape, f"{source}: model.shape"), source=f"{source}: model.shape")
+        layers = []
+        for i, l in enumerate(as_list(require(d, "layers", source), f"{source}: layers")):
+            l = as_dict(l, f"{source}: layers[{i}]")
+            layers.append(LayerInfo(name=as_str(require(l, "name", f"{source}: layers[{i}]"), f"{source}: layers[{i}].name"),
+                                    kind=as_str(require(l, "kind", f"{source}: layers[{i}]"), f"{source}: layers[{i}].kind")))
+        kinds = {k: _layer_kind(v, f"{source}: kinds[{short_repr(k)}]")
+                 for k, v in as_dict(require(d, "kinds", source), f"{source}: kinds").items()}
+        edges = []
+        for i, e in enumerate(as_list(require(d, "edges", source), f"{source}: edges")):
+            if not isinstance(e, list) or len(e) != 2 or not all(isinstance(x, str) for x in e):
+                raise InputError(f"{source}: edges[{i}] must be a pair of layer names, got {short_repr(e)}")
+            edges.append((e[0], e[1]))
         if not layers:
             raise InputError(f"{source}: model profile has no layers")
+        order = {}
         for l in layers:
+            if l.name in order:
+                raise InputError(f"{source}: layer {short_repr(l.name)} is listed twice")
+            order[l.name] = len(order)
             if l.kind not in kinds:
-                raise InputError(f"{source}: layer {l.name!r} has unknown kind {l.kind!r}")
+                raise InputError(f"{source}: layer {short_repr(l.name)} has unknown kind {short_repr(l.kind)}")
             if not kinds[l.kind].timings:
-                raise InputError(f"{source}: layer kind {l.kind!r} has no timings")
+                raise InputError(f"{source}: layer kind {short_repr(l.kind)} has no timings")
         for a, b in edges:
-            if a not in names or b not in names:
-                raise InputError(f"{source}: edge {a!r} -> {b!r} names an unknown layer")
-        return cls(model_spec=str(model.get("spec", "")), shape=model.get("shape"),
-                   precision=str(require(d, "precision", source, str)), seq_len=int(require(d, "seq_len", source, int)),
-                   layers=layers, edges=edges, kinds=kinds, environment=dict(d.get("environment", {})),
-                   optimizer_step_s_per_param=float(d.get("optimizer_step_s_per_param", 0.0)),
-                   optimizer_step_s_per_param_sgd=float(d.get("optimizer_step_s_per_param_sgd", 0.0)),
-                   source=str(d.get("source", "measured")), whole_model_timings=whole)
+            if a not in order or b not in order:
+                raise InputError(f"{source}: edge {short_repr(a)} -> {short_repr(b)} names an unknown layer")
+            if order[a] >= order[b]:
+                raise InputError(f"{source}: edge {short_repr(a)} -> {short_repr(b)} goes backwards: layers must be "
+                                 f"listed in execution order")
+        precision = as_str(require(d, "precision", source), f"{source}: precision")
+        if precision not in PRECISIONS:
+            raise InputError(f"{source}: precision must be one of {'|'.join(PRECISIONS)}, got {short_repr(precision)}")
+        return cls(model_spec=spec, shape=shape, precision=precision,
+                   seq_len=as_int(require(d, "seq_len", source), f"{source}: seq_len", minimum=1, maximum=MAX_SEQ_LEN),
+                   layers=layers, edges=edges, kinds=kinds,
+                   environment=as_dict(d.get("environment", {}), f"{source}: environment"),
+                   optimizer_step_s_per_param=as_float(d.get("optimizer_step_s_per_param", 0.0),
+                                                       f"{source}: optimizer_step_s_per_param"),
+                   optimizer_step_s_per_param_sgd=as_float(d.get("optimizer_step_s_per_param_sgd", 0.0),
+                                                           f"{source}: optimizer_step_s_per_param_sgd"),
+                   source=as_str(d.get("source", "measured"), f"{source}: source"),
+                   whole_model_timings=_group_timings(d.get("whole_model_timings", []), f"{source}: whole_model_timings"))
 
     @classmethod
     def load(cls, path) -> "ModelProfile":
         return cls.from_dict(read_json(path, "model profile"), source=str(path))
 
 
-def _group_timing(g: dict) -> GroupTiming:
-    """A GroupTiming from JSON: integers and finite, non-negative times (ValueError otherwise)."""
-    out = GroupTiming(**{f: (float(g[f]) if f.endswith("_s") else int(g[f]))
-                         for f in GroupTiming.__dataclass_fields__ if f in g})
-    times = [out.forward_s, out.backward_s, out.backward_sync_s, out.optimizer_s, out.optimizer_sgd_s]
-    if not all(math.isfinite(t) and t >= 0 for t in times) or min(out.world, out.mbs, out.tp, out.dp) < 1:
-        raise ValueError(f"group timing {g} has a negative, non-finite or zero figure")
+def _group_timing(g: Any, where: str) -> GroupTiming:
+    """A GroupTiming from JSON: positive integer sizes, finite non-negative times (InputError otherwise)."""
+    g = as_dict(g, where)
+    fields = GroupTiming.__dataclass_fields__
+    unknown = set(g) - set(fields)
+    if unknown:
+        raise InputError(f"{where}: unknown keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
+    if "world" not in g or "mbs" not in g:
+        raise InputError(f"{where}: needs world and mbs")
+    return GroupTiming(**{f: (as_float(g[f], f"{where}.{f}") if f.endswith("_s") else
+                              as_int(g[f], f"{where}.{f}", minimum=0 if f == "sp" else 1,
+                                     maximum=1 if f == "sp" else MAX_DEVICES))
+                          for f in fields if f in g})
+
+
+def _group_timings(items: Any, where: str) -> list[GroupTiming]:
+    """A list of GroupTimings, at most one per (world, tp, sp, dp, mbs): a line is fitted through them."""
+    out, seen = [], set()
+    for i, g in enumerate(as_list(items, where)):
+        t = _group_timing(g, f"{where}[{i}]")
+        if (t.key(), t.mbs) in seen:
+            raise InputError(f"{where}[{i}]: a second timing for world {t.world}, tp {t.tp}, sp {t.sp}, dp {t.dp}, "
+                             f"mbs {t.mbs}")
+        seen.add((t.key(), t.mbs))
+        out.append(t)
     return out
 
 
-def _optional(value, kind):
-    return None if value is None else kind(value)
+def _group_size(key: Any, where: str) -> int:
+    """A JSON object key that is a group size (``"8"``)."""
+    try:
+        size = int(key)
+    except ValueError:
+        raise InputError(f"{where}: {short_repr(key)} is not a group size") from None
+    if not 1 <= size <= MAX_DEVICES:
+        raise InputError(f"{where}: group size {size} must be between 1 and {MAX_DEVICES}")
+    return size
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,42 +541,56 @@ class ClusterProfile:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "cluster profile") -> "ClusterProfile":
+        """Check and load a cluster profile; InputError (one line naming the field) on wrong types,
+        NaN/inf, non-positive rates or sizes, huge values, unknown link classes or collectives."""
         check_schema(d, "cluster_profile", CLUSTER_PROFILE_VERSION, source)
-        try:
-            dev = require(d, "device", source, dict)
-            device = DeviceSpec(type=str(dev["type"]), memory_bytes=int(dev["memory_bytes"]),
-                                compute_flops_per_s=float(dev["compute_flops_per_s"]), name=str(dev.get("name", "")),
-                                memory_bandwidth_bytes_per_s=float(dev.get("memory_bandwidth_bytes_per_s", 0.0)),
-                                concurrent_compute_flops_per_s=float(dev.get("concurrent_compute_flops_per_s", 0.0)))
-            links: dict[str, dict[str, dict[int, LinkFit]]] = {}
-            for c, ops in require(d, "links", source, dict).items():
-                if c not in LINK_CLASSES:
-                    raise InputError(f"{source}: unknown link class {c!r}")
-                links[c] = {}
-                for op, fits in ops.items():
-                    if op not in COLLECTIVE_OPS:
-                        raise InputError(f"{source}: unknown collective {op!r}")
-                    links[c][op] = {int(g): LinkFit(latency_s=float(f["latency_s"]),
-                                                    bandwidth_bytes_per_s=float(f["bandwidth_bytes_per_s"]),
-                                                    residual_rel=float(f.get("residual_rel", 0.0)))
-                                    for g, f in fits.items()}
-            num_nodes = int(require(d, "num_nodes", source, int))
-            per_node = int(require(d, "devices_per_node", source, int))
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: malformed cluster profile ({type(e).__name__}: {e})") from None
-        if num_nodes < 1 or per_node < 1:
-            raise InputError(f"{source}: num_nodes and devices_per_node must be positive")
-        if device.memory_bytes <= 0 or device.compute_flops_per_s <= 0:
-            raise InputError(f"{source}: device memory and compute rate must be positive")
-        for c, ops in links.items():
-            for op, fits in ops.items():
-                for g, f in fits.items():
-                    if f.bandwidth_bytes_per_s <= 0 or f.latency_s < 0:
-                        raise InputError(f"{source}: {c}/{op}/{g}: bandwidth must be > 0 and latency >= 0")
-        return cls(name=str(d.get("name", source)), num_nodes=num_nodes, devices_per_node=per_node,
-                   device=device, links=links, environment=dict(d.get("environment", {})),
-                   source=str(d.get("source", "measured")), sources=dict(d.get("sources", {})),
-                   rank_hosts=list(d.get("rank_hosts", [])), calibration=_calibration(d.get("calibration"), source))
+        file, source = source, f"{source}: malformed cluster profile"
+        dev = as_dict(require(d, "device", source), f"{source}: device")
+        at = f"{source}: device"
+        device = DeviceSpec(
+            type=as_str(require(dev, "type", at), f"{at}.type"),
+            memory_bytes=as_int(require(dev, "memory_bytes", at), f"{at}.memory_bytes", minimum=1),
+            compute_flops_per_s=as_float(require(dev, "compute_flops_per_s", at), f"{at}.compute_flops_per_s",
+                                         positive=True),
+            name=as_str(dev.get("name", ""), f"{at}.name"),
+            memory_bandwidth_bytes_per_s=as_float(dev.get("memory_bandwidth_bytes_per_s", 0.0),
+                                                  f"{at}.memory_bandwidth_bytes_per_s"),
+            concurrent_compute_flops_per_s=as_float(dev.get("concurrent_compute_flops_per_s", 0.0),
+                                                    f"{at}.concurrent_compute_flops_per_s"))
+        links: dict[str, dict[str, dict[int, LinkFit]]] = {}
+        for c, ops in as_dict(require(d, "links", source), f"{source}: links").items():
+            if c not in LINK_CLASSES:
+                raise InputError(f"{source}: unknown link class {short_repr(c)} (known: {', '.join(LINK_CLASSES)})")
+            links[c] = {}
+            for op, fits in as_dict(ops, f"{source}: links.{c}").items():
+                if op not in COLLECTIVE_OPS:
+                    raise InputError(f"{source}: unknown collective {short_repr(op)} (known: {', '.join(COLLECTIVE_OPS)})")
+                links[c][op] = {}
+                for g, f in as_dict(fits, f"{source}: links.{c}.{op}").items():
+                    where = f"{source}: links.{c}.{op}[{short_repr(g)}]"
+                    size = _group_size(g, where)
+                    f = as_dict(f, where)
+                    links[c][op][size] = LinkFit(
+                        latency_s=as_float(require(f, "latency_s", where), f"{where}.latency_s"),
+                        bandwidth_bytes_per_s=as_float(require(f, "bandwidth_bytes_per_s", where),
+                                                       f"{where}.bandwidth_bytes_per_s", positive=True),
+                        residual_rel=as_float(f.get("residual_rel", 0.0), f"{where}.residual_rel"))
+        num_nodes = as_int(require(d, "num_nodes", source), f"{source}: num_nodes", minimum=1, maximum=MAX_DEVICES)
+        per_node = as_int(require(d, "devices_per_node", source), f"{source}: devices_per_node", minimum=1,
+                          maximum=MAX_DEVICES)
+        if num_nodes * per_node > MAX_DEVICES:
+            raise InputError(f"{source}: {num_nodes} nodes x {per_node} devices is more than {MAX_DEVICES} devices")
+        if "world_size" in d and d["world_size"] != num_nodes * per_node:
+            raise InputError(f"{source}: world_size {short_repr(d['world_size'])} != num_nodes x devices_per_node "
+                             f"= {num_nodes * per_node}")
+        hosts = as_list(d.get("rank_hosts", []), f"{source}: rank_hosts")
+        if not all(isinstance(h, str) for h in hosts) or (hosts and len(hosts) != num_nodes * per_node):
+            raise InputError(f"{source}: rank_hosts must list one host name per device")
+        return cls(name=as_str(d.get("name", file), f"{source}: name"), num_nodes=num_nodes, devices_per_node=per_node,
+                   device=device, links=links, environment=as_dict(d.get("environment", {}), f"{source}: environment"),
+                   source=as_str(d.get("source", "measured"), f"{source}: source"),
+                   sources=as_dict(d.get("sources", {}), f"{source}: sources"),
+                   rank_hosts=list(hosts), calibration=_calibration(d.get("calibration"), source))
 
     @classmethod
     def load(cls, path) -> "ClusterProfile":
@@ -510,19 +600,18 @@ class ClusterProfile:
 def _calibration(d: dict | None, source: str) -> Calibration:
     if not d:
         return Calibration()
-    try:
-        comm = float(d.get("comm_scale", 1.0))
-        c = Calibration(compute_scale=float(d.get("compute_scale", 1.0)), comm_scale=comm,
-                        tp_comm_scale=float(d.get("tp_comm_scale", 1.0)),
-                        step_overhead_s=float(d.get("step_overhead_s", 0.0)),
-                        memory_overhead_bytes=int(d.get("memory_overhead_bytes", 0)), runs=int(d.get("runs", 0)),
-                        dp_sync_scale=float(d.get("dp_sync_scale", comm)),
-                        tp_comm_scale_by_degree={int(k): float(v)
-                                                 for k, v in dict(d.get("tp_comm_scale_by_degree", {})).items()})
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{source}: malformed calibration ({e})") from None
-    scales = [c.compute_scale, c.comm_scale, c.tp_comm_scale, c.dp_sync_scale, *c.tp_comm_scale_by_degree.values()]
-    if (not all(math.isfinite(x) and x > 0 for x in scales) or not math.isfinite(c.step_overhead_s)
-            or c.step_overhead_s < 0 or c.memory_overhead_bytes < 0):
-        raise InputError(f"{source}: calibration scales must be positive and overheads non-negative")
-    return c
+    at = f"{source}: calibration"
+    d = as_dict(d, at)
+    return Calibration(
+        compute_scale=as_float(d.get("compute_scale", 1.0), f"{at}.compute_scale", positive=True, maximum=1e6),
+        comm_scale=as_float(d.get("comm_scale", 1.0), f"{at}.comm_scale", positive=True, maximum=1e6),
+        dp_sync_scale=as_float(d.get("dp_sync_scale", d.get("comm_scale", 1.0)), f"{at}.dp_sync_scale", positive=True,
+                               maximum=1e6),
+        tp_comm_scale_by_degree={_group_size(k, f"{at}.tp_comm_scale_by_degree"):
+                                 as_float(v, f"{at}.tp_comm_scale_by_degree[{short_repr(k)}]", positive=True, maximum=1e6)
+                                 for k, v in as_dict(d.get("tp_comm_scale_by_degree", {}),
+                                                     f"{at}.tp_comm_scale_by_degree").items()},
+        tp_comm_scale=as_float(d.get("tp_comm_scale", 1.0), f"{at}.tp_comm_scale", positive=True, maximum=1e6),
+        step_overhead_s=as_float(d.get("step_overhead_s", 0.0), f"{at}.step_overhead_s"),
+        memory_overhead_bytes=as_int(d.get("memory_overhead_bytes", 0), f"{at}.memory_overhead_bytes"),
+        runs=as_int(d.get("runs", 0), f"{at}.runs"))

@@ -197,12 +197,13 @@ def parse_cluster_spec(spec: str) -> tuple[SystemSpec, int]:
     """``"dgx-a100-80gb:16"`` -> (the DGX A100 spec, 16 nodes); a bare name is one node."""
     name, colon, count = spec.strip().partition(":")
     if name not in SYSTEMS:
-        raise InputError(f"unknown cluster {spec!r}: known catalogue entries are "
+        raise InputError(f"unknown cluster {spec[:60]!r}: known catalogue entries are "
                          f"{', '.join(s + ':NODES' for s in SYSTEMS)}, or give a cluster profile JSON")
     if not colon:
         return SYSTEMS[name], 1
-    if not count.isdigit() or int(count) < 1:
-        raise InputError(f"cluster {spec!r}: the node count after ':' must be a positive integer")
+    max_nodes = 2 ** 20 // SYSTEMS[name].gpus_per_node      # formats.MAX_DEVICES devices
+    if not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= max_nodes:
+        raise InputError(f"cluster {spec[:60]!r}: the node count after ':' must be an integer from 1 to {max_nodes}")
     return SYSTEMS[name], int(count)
 
 

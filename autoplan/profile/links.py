@@ -56,12 +56,14 @@ import math
 import os
 import queue
 import re
+import signal
 import socket
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -70,6 +72,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from autoplan.errors import AutoplanError, InputError
+from autoplan.jsonio import write_json_atomic
+from autoplan.processes import children_ignore
 from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
 from autoplan.profile.layers import ProgressCallback, ProgressEvent, device_name
 
@@ -99,7 +103,10 @@ def parse_bytes(text: str) -> int:
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _UNITS:
         raise InputError(f"cannot read {text!r} as a byte count (examples: 4096, 512MiB, 80GB, 1.5GiB)")
-    return int(round(float(m.group(1)) * _UNITS[unit]))
+    value = float(m.group(1)) * _UNITS[unit]
+    if not value < 2 ** 62:          # also catches inf from a number with hundreds of digits
+        raise InputError(f"byte count {text[:40]!r} is too large")
+    return int(round(value))
 
 
 # --------------------------------------------------------------------------------------------
@@ -497,6 +504,11 @@ def _build_profile(res: _RankZeroResult, *, name: str, device_type: str, memory_
 # local processes
 # --------------------------------------------------------------------------------------------
 
+def max_local_processes() -> int:
+    """The most local processes ``profile_cluster`` starts: 4 per CPU core (at least 8)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
 def default_cpu_memory_bytes(nproc: int) -> int:
     """``CPU_MEMORY_FRACTION`` of physical RAM split over ``nproc`` processes."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -506,7 +518,8 @@ def default_cpu_memory_bytes(nproc: int) -> int:
 def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, result_path: str,
                     events: "mp.Queue[ProgressEvent]") -> None:
     """One local process: join the gloo group through the parent's store, measure, and (rank 0)
-    write the results to ``result_path``."""
+    write the results to ``result_path``. It ignores SIGINT (the parent stops it on Ctrl-C, see
+    :func:`profile_cluster`)."""
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, nproc, is_master=False, timeout=timedelta(seconds=cfg.timeout_s))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=nproc,
@@ -514,12 +527,12 @@ def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, resu
     try:
         res = _run_all(cfg, torch.device("cpu"), events.put, socket.gethostname())
         if res is not None:
-            Path(result_path).write_text(json.dumps({
+            write_json_atomic(result_path, {
                 "rank_hosts": res.rank_hosts, "layout": asdict(res.layout), "raw": res.raw.to_json(),
                 "compute_flops_per_s": res.compute_flops_per_s,
                 "memory_bandwidth_bytes_per_s": res.memory_bandwidth_bytes_per_s, "device_name": res.device_name,
                 "concurrent_compute_flops_per_s": res.concurrent_compute_flops_per_s,
-            }))
+            })
     finally:
         dist.destroy_process_group()
 
@@ -557,6 +570,10 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
     (after a start-up allowance).  Raises AutoplanError when a worker fails or hangs."""
     if not isinstance(nproc, int) or nproc < 2:
         raise InputError(f"profiling local processes needs nproc >= 2 (one device: profile_one_device), got {nproc!r}")
+    if nproc > max_local_processes():
+        raise InputError(f"--nproc {nproc} is more processes than this machine can run at once "
+                         f"(at most {max_local_processes()}: 4 per CPU core); for a larger cluster run "
+                         f"`autoplan profile cluster` under torchrun on every node")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
         raise InputError(f"memory per device must be positive, got {memory_per_device_bytes}")
     sizes = sorted(set(int(s) for s in sizes_bytes if max_size_bytes is None or s <= max_size_bytes))
@@ -566,14 +583,19 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=timeout_s))
     ctx = mp.get_context("spawn")
-    events = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="autoplan-links-") as tmp:
         result_path = os.path.join(tmp, "rank0.json")
-        context = mp.start_processes(_spawned_worker, args=(nproc, store.port, cfg, result_path, events),
-                                     nprocs=nproc, join=False, start_method="spawn")
+        context = None
         deadline = time.monotonic() + STARTUP_ALLOWANCE_S + timeout_s
         last = "start-up"
         try:
+            # The terminal's Ctrl-C goes to the whole process group: the workers (and multiprocessing's
+            # resource tracker) ignore it, so that only this process sees it and stops them.
+            resource_tracker.ensure_running()     # now: starting it later would unblock SIGINT meanwhile
+            with children_ignore([signal.SIGINT]):
+                events = ctx.Queue()
+                context = mp.start_processes(_spawned_worker, args=(nproc, store.port, cfg, result_path, events),
+                                             nprocs=nproc, join=False, start_method="spawn")
             while not context.join(timeout=0.2):
                 try:
                     while True:
@@ -592,6 +614,10 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
             first = str(e).strip().splitlines()
             raise AutoplanError(f"cluster profile: a worker process failed after {last!r}: "
                                 f"{first[-1] if first else type(e).__name__}") from None
+        except BaseException:       # Ctrl-C, SIGTERM: no worker outlives the command
+            if context is not None:
+                _stop(context)
+            raise
         if not os.path.exists(result_path):
             raise AutoplanError("cluster profile: the workers finished without writing results")
         d = json.loads(Path(result_path).read_text())

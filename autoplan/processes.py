@@ -1,0 +1,174 @@
+"""Child processes that end with their parent, and signals that unwind instead of killing.
+
+Every command that starts processes (``profile cluster``'s spawned workers, ``validate``'s and the
+demo's torchrun, ``run``'s torchrun agent and its workers, CBC under ``solve``) must leave none
+behind when it is interrupted. Three parts:
+
+- :func:`interrupts_raise`: while active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
+  thread, so ``finally`` blocks run (temporary files removed, workers stopped) and the CLI prints
+  one line and exits ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM);
+- :func:`run_command`: ``subprocess.run`` for a command that starts its own children (torchrun):
+  the child gets its own session; on a timeout or an interrupt it is asked to stop (SIGTERM, which
+  torchrun forwards to its workers), then it and every process it started are killed;
+- :func:`end_descendants`: the CLI's last resort on an interrupt: every process still below this
+  one (found from ``/proc``, no psutil) gets SIGTERM, then SIGKILL after a grace period.
+
+    with interrupts_raise():
+        proc = run_command([sys.executable, "-m", "torch.distributed.run", ...], timeout_s=900)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from autoplan.errors import Interrupted
+
+STOP_GRACE_S = 10.0
+"""how long a stopped child (torchrun: it stops its own workers first) may take before SIGKILL"""
+
+
+@contextmanager
+def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """While active (main thread only; elsewhere a no-op), each of ``signals`` raises
+    :class:`Interrupted`; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def children_ignore(signals: Sequence[int]) -> Iterator[None]:
+    """Processes started while active ignore ``signals`` (an ignored disposition survives fork and
+    exec, and Python then leaves it alone); this process gets any of them that arrive meanwhile when
+    the block ends (Linux keeps a blocked signal pending even while it is ignored). Main thread only."""
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process visible in /proc."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:          # gone meanwhile
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ')'
+        fields = stat[stat.rfind(b")") + 2:].split()
+        out[int(name)] = int(fields[1])
+    return out
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every living process below ``pid`` (default: this one), children before grandchildren."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    for p, pp in _parents().items():
+        children.setdefault(pp, []).append(p)
+    out, frontier = [], [root]
+    while frontier:
+        frontier = [c for p in frontier for c in children.get(p, [])]
+        out += frontier
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:                          # a zombie is dead; its parent has not reaped it yet
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2:][:1] != b"Z"
+    except OSError:
+        return False
+
+
+def end_processes(pids: Sequence[int], grace_s: float = STOP_GRACE_S, first: int = signal.SIGTERM) -> None:
+    """Send ``first`` to each of ``pids``, wait up to ``grace_s`` for them to go, SIGKILL the rest."""
+    for p in pids:
+        try:
+            os.kill(p, first)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in pids:
+        if _alive(p):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _is_resource_tracker(pid: int) -> bool:
+    """multiprocessing's resource tracker: it ignores SIGTERM and leaves by itself when this process
+    exits (its pipe closes); killing it first makes the exit print its tracebacks."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"multiprocessing.resource_tracker" in f.read()
+    except OSError:
+        return False
+
+
+def end_descendants(grace_s: float = STOP_GRACE_S) -> None:
+    """End every process below this one (SIGTERM, then SIGKILL after ``grace_s``), except
+    multiprocessing's resource tracker, which ends with this process."""
+    pids = [p for p in descendants() if not _is_resource_tracker(p)]
+    if pids:
+        end_processes(pids, grace_s)
+        end_processes([p for p in descendants() if p not in pids and not _is_resource_tracker(p)], 0.5)
+
+
+def stop_process_tree(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """Ask ``proc`` to stop (SIGTERM: torchrun then stops its workers), wait ``grace_s``, then
+    SIGKILL whatever of it and its descendants (as found before the stop) is left, and reap it."""
+    if proc.poll() is not None:
+        return
+    below = descendants(proc.pid)
+    end_processes([proc.pid], grace_s)
+    end_processes([p for p in below + descendants(proc.pid) if _alive(p)], 1.0, first=signal.SIGKILL)
+    proc.wait()
+
+
+def run_command(cmd: Sequence[str], *, timeout_s: float, **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)`` for a command
+    that starts children of its own: on the timeout (``subprocess.TimeoutExpired``) or an interrupt
+    the command and all its descendants are stopped before the exception goes on."""
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        stop_process_tree(proc)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
