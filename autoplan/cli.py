@@ -48,6 +48,7 @@ MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
+PRECISION_HELP = "training precision bf16|fp16|fp32 (bf16/fp16: mixed, fp32 master weights; default: bf16 on CUDA, fp32 on CPU)"
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
                "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy) "
@@ -110,6 +111,7 @@ def profile_model_cmd(
     tp: str = typer.Option("1", help="tensor-parallel degrees to measure the sharded block at, e.g. 1,2,4"),
     seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
+    precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; the profile plans only this precision"),
     repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
     warmup: int = typer.Option(2, help="untimed warm-up iterations"),
     threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
@@ -120,17 +122,22 @@ def profile_model_cmd(
                                         "N-device cluster from these figures (recommended: the size you train on)"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
-    """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes."""
-    from autoplan.profile.layers import profile_model
+    """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
+
+    Mixed precision (bf16, fp16) is measured as the executor trains it: fp32 parameters, forward under
+    torch.autocast."""
+    from autoplan.profile.layers import default_precision, profile_model
+    precision = precision or default_precision(device)
     worlds = _int_list(nproc, "--nproc") if nproc is not None else ()
     mbs_list = _int_list(mbs, "--mbs")
     with _progress("profiling layers") as update:
         prof = profile_model(model, mbs_list=mbs_list, tp_list=_int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
-                             progress=lambda e: update(e.done, e.total, e.what))
+                             precision=precision, progress=lambda e: update(e.done, e.total, e.what))
     if worlds:
         from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
-        cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup)
+        cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup,
+                                 precision=precision)
         for world in worlds:
             with _progress(f"in groups of {world} processes") as update:
                 timings, env = profile_in_groups(cfg, world, progress=update)
@@ -140,10 +147,11 @@ def profile_model_cmd(
     t = blk.timing(min(mbs_list), 1) if blk else None
     if as_json:
         typer.echo(json.dumps({"out": str(out), "layers": len(prof.layers), "params": prof.total_params(),
+                               "precision": precision,
                                "block": None if t is None else {"mbs": t.mbs, "forward_s": t.forward_s,
                                                                 "backward_s": t.backward_s}}, indent=2))
         return
-    summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params"
+    summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params, {precision}"
     if t:
         summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
     typer.echo(summary)
@@ -157,10 +165,15 @@ def profile_cluster_cmd(
     memory_per_device: Optional[str] = typer.Option(None, help="memory budget per device, e.g. 512MiB (CPU)"),
     max_size: str = typer.Option("4MiB", help="largest message size measured"),
     repeats: int = typer.Option(5, help="timed repeats per size (median kept)"),
+    device: str = typer.Option("cpu", help="with --nproc 1: cpu, cuda or cuda:N (one GPU is a one-device cluster); "
+                                           "several local processes are CPU processes"),
     as_json: bool = typer.Option(False, "--json", help="print {out, world_size, memory_per_device_bytes, "
                                                        "all_reduce: {...}} as JSON"),
 ) -> None:
     """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth.
+
+    --nproc 1 measures one device (matmul rate, copy bandwidth, memory; no links): a one-device
+    cluster, on which solve still chooses the micro-batch size and recomputation.
 
     Across nodes, run it under torchrun on every node (rank 0 writes OUT):
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT
@@ -168,9 +181,16 @@ def profile_cluster_cmd(
     import os
 
     from autoplan.errors import InputError
-    from autoplan.profile.links import profile_cluster, profile_cluster_in_job
+    from autoplan.profile.links import profile_cluster, profile_cluster_in_job, profile_one_device
     mem = _parse_bytes(memory_per_device)
-    if nproc is None:
+    if nproc is not None and nproc < 1:
+        raise InputError(f"--nproc must be >= 1, got {nproc}")
+    if nproc == 1:
+        cl = profile_one_device(device, memory_per_device_bytes=mem)
+    elif nproc is not None and device != "cpu":
+        raise InputError(f"--device {device}: several local processes are measured as CPU processes; "
+                         f"for several GPUs run under torchrun (see --help)")
+    elif nproc is None:
         if "RANK" not in os.environ:
             raise InputError("profile cluster needs --nproc N (local processes), or to run under torchrun")
         in_job = profile_cluster_in_job(out_path=out, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
@@ -183,7 +203,7 @@ def profile_cluster_cmd(
             cl = profile_cluster(nproc, memory_per_device_bytes=mem, max_size_bytes=_parse_bytes(max_size),
                                  repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
     cl.save(out)
-    ar = cl.links["intra_node"].get("all_reduce", {})
+    ar = cl.links.get("intra_node", {}).get("all_reduce", {})
     if as_json:
         fit = ar[max(ar)] if ar else None
         typer.echo(json.dumps({"out": str(out), "world_size": cl.world_size, "num_nodes": cl.num_nodes,
@@ -193,6 +213,10 @@ def profile_cluster_cmd(
                                    "bandwidth_bytes_per_s": fit.bandwidth_bytes_per_s}}, indent=2))
         return
     line = f"wrote {out}: {cl.world_size} devices, {cl.device.memory_bytes / 2**20:.0f} MiB each"
+    if cl.world_size == 1:
+        line = (f"wrote {out}: 1 device ({cl.device.name or cl.device.type}), {cl.device.memory_bytes / 2**20:.0f} MiB, "
+                f"matmul {cl.device.compute_flops_per_s / 1e12:.3f} TFLOP/s, "
+                f"copy {cl.device.memory_bandwidth_bytes_per_s / 1e9:.1f} GB/s")
     if ar:
         g = max(ar)
         line += f"; all_reduce on {g}: {ar[g].latency_s * 1e6:.1f} us + n / {ar[g].bandwidth_bytes_per_s / 1e9:.2f} GB/s"
@@ -238,7 +262,7 @@ def solve(
     layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="write the plan JSON here"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
-    precision: Optional[str] = typer.Option(None, help="bf16|fp16|fp32 (default: fp32 on CPU, bf16 on GPUs)"),
+    precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd (sets optimizer-state memory)"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="runner-up layouts to keep"),
@@ -290,7 +314,7 @@ def estimate(
                                                      "micro-batches from the batch. " + LAYOUT_HELP),
     seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
     as_json: bool = typer.Option(False, "--json", help="print {layout, predicted, fits} as JSON"),
-    precision: Optional[str] = typer.Option(None, help="bf16|fp16|fp32"),
+    precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
 ) -> None:
@@ -324,6 +348,7 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+    precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="draw predicted against measured step time and memory "
                                                             "into this .png or .svg (needs matplotlib)"),
 ) -> None:
@@ -336,7 +361,7 @@ def validate(
     if plot is not None:
         from autoplan.draw import check_out_path
         check_out_path(plot)
-    pb = make_problem(model, cluster, global_batch, optimizer=optimizer,
+    pb = make_problem(model, cluster, global_batch, optimizer=optimizer, precision=precision,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     if pb.cluster.source == "catalogue":
         raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")

@@ -22,7 +22,7 @@ from autoplan.jsonio import read_json
 from autoplan.plan.api import Problem, solve_problem
 from autoplan.plan.cost import evaluate, layer_costs
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
-from autoplan.plan.search import SearchOptions, outer_layouts, place
+from autoplan.plan.search import SearchOptions, lower_bound_s, outer_layouts, place
 from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
@@ -71,14 +71,51 @@ def candidate_layouts(pb: Problem, *, top_k: int | None, all_layouts: bool) -> l
                 out.append((placed, pred))
         out.sort(key=lambda t: t[1].step_time_s)
         return out
-    plan = solve_problem(pb, SearchOptions(top_k=max(top_k or 1, 1) + 4))
+    want = max(top_k or 1, 1)
+    plan = solve_problem(pb, SearchOptions(top_k=want + 4))
     seen, out = set(), []
     for lay, pred in [(plan.layout, plan.predicted)] + [(a.layout, a.predicted) for a in plan.alternatives]:
-        key = (lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.zero, lay.recompute, lay.schedule)
+        key = _run_key(lay)
         if pred.fits and lay.stages and key not in seen:
             seen.add(key)
             out.append((lay, pred))
-    return out[: top_k or 1]
+    if len(out) < want:     # few runner-ups (one device: no other families): the next best layouts
+        out += next_best_layouts(pb, want - len(out), seen)
+    return out[:want]
+
+
+def _run_key(lay: Layout) -> tuple:
+    return (lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.zero, lay.recompute, lay.schedule)
+
+
+def next_best_layouts(pb: Problem, need: int, seen: set[tuple]) -> list[tuple[Layout, Prediction]]:
+    """The ``need`` fastest fitting layouts whose key is not in ``seen`` (which gains theirs).
+
+    The search keeps only the layouts that can beat its best, so on one device (where the other
+    families of layouts do not exist) it often returns the chosen one alone; here outer layouts are
+    visited in order of their lower bound and placed until ``need`` are found and the next bound
+    exceeds the ``need``-th best predicted time."""
+    scored = []
+    for lay in outer_layouts(pb.profile, pb.cluster, pb.train, SearchOptions()):
+        if _run_key(lay) in seen:
+            continue
+        costs = layer_costs(pb.profile, pb.cluster, lay, pb.train)
+        scored.append((lower_bound_s(costs, lay) + pb.cluster.calibration.step_overhead_s, lay, costs))
+    scored.sort(key=lambda t: t[0])
+    found: list[tuple[Layout, Prediction]] = []
+    for bound, lay, costs in scored:
+        if len(found) >= need and bound > found[need - 1][1].step_time_s:
+            break
+        placed, _, _ = place(pb.profile, pb.cluster, lay, pb.train, costs)
+        if placed is None or _run_key(placed) in seen:
+            continue
+        pred = evaluate(pb.profile, pb.cluster, placed, pb.train, costs)
+        if pred.fits:
+            found.append((placed, pred))
+            found.sort(key=lambda t: t[1].step_time_s)
+    chosen = found[:need]
+    seen.update(_run_key(lay) for lay, _ in chosen)
+    return chosen
 
 
 def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps: int, warmup: int,

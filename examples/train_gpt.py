@@ -113,7 +113,7 @@ def train(args: argparse.Namespace) -> None:
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, vocab, args.seed)
         t0 = time.perf_counter()
         pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
-        opt.step()  # while the loss is all-reduced
+        par.optimizer_step(opt)  # while the loss is all-reduced (fp16: through the loss scaler)
         par.after_optimizer_step()  # local SGD (a lossy plan option): periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         loss = pending.value()

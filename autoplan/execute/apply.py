@@ -7,7 +7,7 @@ Inside an initialised process group (``torchrun``, or spawned workers)::
     opt = torch.optim.SGD(par.parameters(), lr=0.1)
     tokens, labels = synthetic_batch(step, global_batch, seq_len, vocab)   # [B, s] each
     loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))      # same float on all ranks
-    opt.step(); opt.zero_grad()
+    par.optimizer_step(opt); opt.zero_grad()                               # fp16: loss scaling
 
 Order of application:
 
@@ -26,7 +26,10 @@ Order of application:
 Precision (the plan's ``training.precision``): ``fp32``, or mixed ``bf16`` / ``fp16`` with fp32
 weights, gradients and optimizer state. Where the layout uses ``fully_shard`` that is FSDP2's
 ``MixedPrecisionPolicy`` (compute in the 16-bit type, gradient reduction in fp32); elsewhere (DDP,
-or no DP) :meth:`Parallelized.step` runs under ``torch.autocast``. fp16 gets no loss scaling here.
+or no DP) :meth:`Parallelized.step` runs under ``torch.autocast``. fp16 adds dynamic loss scaling
+(:class:`~autoplan.execute.scaler.LossScaler`): :meth:`Parallelized.step` scales each micro-batch loss
+before its backward and :meth:`Parallelized.optimizer_step` unscales, skips a step with inf/NaN
+gradients on any rank, and updates the scale; the loss it returns is unscaled.
 
 Loss and gradients: the loss is the mean token cross-entropy over the whole global batch
 (``dp * mbs * num_microbatches`` rows). Each micro-batch loss is a mean over its tokens; micro-batches
@@ -52,6 +55,7 @@ from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
 from autoplan.execute.recompute import apply_recompute, canonical_name
+from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
 from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
@@ -104,6 +108,17 @@ class Parallelized:
     """16-bit dtype :meth:`step` runs under ``torch.autocast``; ``None`` when fp32 or FSDP2 mixed precision"""
     averager: object | None = None
     """local SGD (``layout.sync_every > 1``): averages parameters over dp every ``sync_every`` steps"""
+    grad_scaler: LossScaler | None = None
+    """fp16: the dynamic loss scaler (``None`` for fp32 and bf16, which need none)"""
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``; under fp16, through the loss scaler: gradients unscaled, the step
+        skipped (on every rank alike) when any rank's gradients hold an inf or NaN, the scale updated."""
+        if self.grad_scaler is None:
+            optimizer.step()
+            return
+        self.grad_scaler.step(optimizer)
+        self.grad_scaler.update()
 
     def after_optimizer_step(self) -> None:
         """Call after each optimizer step: under local SGD, averages the parameters over the data
@@ -205,7 +220,8 @@ class Parallelized:
                 if n > 1 or not sync:
                     set_gradient_sync(runner, sync and i == n - 1)
                 loss = self.loss_fn(runner(t), y)
-                (loss / n).backward()
+                scaled = loss if self.grad_scaler is None else self.grad_scaler.scale(loss)
+                (scaled / n).backward()
                 loss_sum += loss.detach()
         else:
             losses: list[torch.Tensor] = []
@@ -214,8 +230,9 @@ class Parallelized:
             # return_outputs=False: the last stage does not keep every micro-batch's logits
             # until the step ends (only the losses are needed)
             self.schedule.step(*args, target=target, losses=losses, return_outputs=False)
+            scale = 1.0 if self.grad_scaler is None else self.grad_scaler.get_scale()  # the schedule's losses are scaled
             for loss in losses:
-                loss_sum += loss.detach()
+                loss_sum += loss.detach() / scale
         return loss_sum, dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
@@ -313,10 +330,12 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         else:
             runners.append(chunk)
 
+    scaler = LossScaler(device) if precision == "fp16" else None
     schedule = None
     if mesh.pp_enabled:
+        schedule_loss = loss_fn if scaler is None else (lambda out, y: scaler.scale(loss_fn(out, y)))
         schedule = build_schedule(runners, ids, num_stages=layout.pp * layout.vp, schedule=layout.schedule,
-                                  n_microbatches=layout.num_microbatches, loss_fn=loss_fn, device=device,
+                                  n_microbatches=layout.num_microbatches, loss_fn=schedule_loss, device=device,
                                   group=mesh.group("pp"))
     averager = None
     if layout.sync_every > 1 and mesh.dp_enabled:
@@ -325,4 +344,4 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                                          process_group=mesh.get("dp").get_group())
     return Parallelized(modules=chunks, runners=runners, mesh=mesh, layout=layout, loss_fn=loss_fn,
                         device=device, schedule=schedule, stage_ids=ids, autocast_dtype=None if fsdp else low,
-                        averager=averager)
+                        averager=averager, grad_scaler=scaler)

@@ -15,9 +15,18 @@ reads the bytes of its own shard of its own stage. The optimizer state is flatte
 (``flatten_optimizer_state_dict``) so that pipeline stages, which hold different parameters, agree on
 its structure.
 
+Beside the sharded state, each rank keeps what is its own and not a tensor of the model: its random
+number generators (torch's CPU generator, its CUDA device's where present, Python's ``random``) and,
+under fp16, the loss scaler's state (scale and growth tracker). They go to one small ``torch.save``
+file per rank. On load, a rank takes its own file back when the checkpoint was written by the same
+world size (the same rank then plays the same part); under another world size the RNG streams of the
+old ranks have no counterpart and are left as they are, and the loss scale is taken from rank 0's
+file (every rank's scale is the same: :class:`~autoplan.execute.scaler.LossScaler` syncs them).
+
 On disk::
 
     DIR/step_00000004/   one DCP checkpoint (``.metadata`` + one file per rank), the state after 4 steps
+                         and ``rank_state_<r>.pt`` per rank (RNG states, loss scaler)
     DIR/latest           {"step": 4, "dir": "step_00000004"}: written by rank 0 only after every rank
                          finished writing the step directory, by an atomic rename
 
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +59,9 @@ LATEST = "latest"
 """name of the marker file, inside the checkpoint directory, that names the newest complete step"""
 
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+RANK_STATE = "rank_state_{rank}.pt"
+"""per-rank file beside the DCP shards: RNG states and the loss scaler's state"""
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,52 @@ def _state(par: Parallelized, optimizer: torch.optim.Optimizer) -> tuple[nn.Modu
     return module, {"model": model_sd, "optim": optim_sd}
 
 
+def rng_state(device: torch.device) -> dict:
+    """This process's random number generator states: torch's CPU generator, ``device``'s CUDA
+    generator (on CUDA), Python's ``random``."""
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    """Restore what :func:`rng_state` returned."""
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _save_rank_state(par: Parallelized, path: Path) -> None:
+    state = {"world_size": dist.get_world_size(), "rng": rng_state(par.device)}
+    if par.grad_scaler is not None:
+        state["grad_scaler"] = par.grad_scaler.state_dict()
+    target = path / RANK_STATE.format(rank=dist.get_rank())
+    tmp = target.with_name(f".{target.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, target)
+
+
+def _read_rank_state(path: Path, rank: int) -> dict | None:
+    f = path / RANK_STATE.format(rank=rank)
+    if not f.is_file():
+        return None
+    return torch.load(f, map_location="cpu", weights_only=True)
+
+
+def _load_rank_state(par: Parallelized, path: Path) -> None:
+    """RNG states from this rank's file when the world size is the one saved; the loss scale from
+    this rank's file, else rank 0's. Checkpoints written before these files existed load as before."""
+    mine = _read_rank_state(path, dist.get_rank())
+    if mine is not None and mine.get("world_size") == dist.get_world_size():
+        set_rng_state(mine["rng"], par.device)
+    if par.grad_scaler is not None:
+        src = mine if mine is not None and "grad_scaler" in mine else _read_rank_state(path, 0)
+        if src is not None and "grad_scaler" in src:
+            par.grad_scaler.load_state_dict(src["grad_scaler"])
+
+
 def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_dir: str | os.PathLike) -> Path:
     """Write the model and optimizer state after ``step`` completed steps; a collective.
 
@@ -144,6 +203,7 @@ def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_di
     dist.barrier()
     _, state = _state(par, optimizer)
     dcp.save(state, checkpoint_id=staging)
+    _save_rank_state(par, staging)
     dist.barrier()  # every rank's files are complete before the directory is renamed and the marker moves
     if dist.get_rank() == 0:
         os.replace(staging, path)
@@ -166,4 +226,5 @@ def load(par: Parallelized, optimizer: torch.optim.Optimizer, ckpt_dir: str | os
     dcp.load(state, checkpoint_id=latest.path)
     set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                    options=_OPTIONS)
+    _load_rank_state(par, latest.path)
     return latest.step

@@ -47,7 +47,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
     def one_step(i: int) -> float:
         tokens, labels = synthetic_batch(i, layout.global_batch, training.seq_len, vocab, seed)
         loss = par.step(par.batch_slice(tokens), par.batch_slice(labels))
-        opt.step()
+        par.optimizer_step(opt)          # fp16: through the loss scaler
         par.after_optimizer_step()       # local SGD: periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         return loss
@@ -61,7 +61,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
         losses.append(one_step(i))
         if use_cuda:
             torch.cuda.synchronize()
-        dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=par.device)  # NCCL: on the GPU
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)       # the step ends when the slowest rank ends
         if i >= warmup:
             times.append(float(dt))

@@ -266,4 +266,5 @@ def unit_model_profile(spec: str, cluster: "ClusterProfile", *, precision: str, 
         prof = analytic_model_profile(shape, cluster, precision=precision)
         prof.model_spec = spec
         return prof
-    return profile_model(spec, seq_len=seq_len, progress=progress)
+    from autoplan.plan.api import measuring_device
+    return profile_model(spec, seq_len=seq_len, progress=progress, precision=precision, device=measuring_device(cluster))

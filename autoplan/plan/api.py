@@ -68,12 +68,46 @@ def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str,
         from autoplan.profile.analytic import analytic_model_profile
         return analytic_model_profile(shape, cluster, precision=precision)
     from autoplan.profile.layers import profile_model
-    return profile_model(spec, seq_len=shape.seq_len, progress=progress)
+    return profile_model(spec, seq_len=shape.seq_len, progress=progress, precision=precision,
+                         device=measuring_device(cluster))
+
+
+def measuring_device(cluster: ClusterProfile) -> str:
+    """Where a model is measured on the fly for a measured cluster: its GPU when the cluster is one
+    of CUDA devices and this process sees CUDA, else the CPU."""
+    if cluster.device.type == "cuda":
+        import torch
+        if torch.cuda.is_available():
+            return "cuda"
+    return "cpu"
+
+
+def _profile_file_precision(spec: str) -> str | None:
+    """The precision a model profile JSON was made in; None when ``spec`` is not a profile file."""
+    p = Path(spec)
+    if p.suffix != ".json" or not p.is_file():
+        return None
+    d = read_json(p, "model")
+    if d.get("kind") != "model_profile":
+        return None
+    return str(d.get("precision", ""))
+
+
+def check_profile_precision(profile: ModelProfile, precision: str, spec: str) -> None:
+    """InputError unless ``profile`` was made in ``precision``: step times and activation bytes
+    differ several-fold between fp32 and 16-bit mixed precision, so a profile of one cannot plan the other."""
+    if profile.precision != precision:
+        how = ("measure it again: autoplan profile model --precision " + precision
+               if profile.source == "measured" else f"give --precision {profile.precision}")
+        raise InputError(f"model profile {spec} was {profile.source} in {profile.precision} but the plan trains in "
+                         f"{precision}: {how}")
 
 
 def make_problem(model: str, cluster: str, global_batch: int, *, precision: str | None = None,
                  optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
                  progress: Callable | None = None) -> Problem:
+    """Resolve the specs. ``precision`` defaults to a model profile file's own, else bf16 on CUDA
+    and catalogue clusters, fp32 on CPU; a profile file of another precision is refused."""
     from autoplan.profile.formats import MAX_SEQ_LEN
     TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
     if precision is not None and precision not in ("fp32", "bf16", "fp16"):
@@ -86,8 +120,10 @@ def make_problem(model: str, cluster: str, global_batch: int, *, precision: str 
     if memory_per_device_bytes is not None:
         cl.device.memory_bytes = memory_per_device_bytes
     if precision is None:
-        precision = "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32"
+        precision = _profile_file_precision(model) or (
+            "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32")
     prof = resolve_model_profile(model, cl, precision=precision, seq_len=seq_len, progress=progress)
+    check_profile_precision(prof, precision, model)
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
                    model, cluster, memory_per_device_bytes)
 

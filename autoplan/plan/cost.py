@@ -58,14 +58,18 @@ follow their software stack (below).
 
 Memory (bytes) of a device of pipeline rank r, following what the executor runs
 (:mod:`autoplan.execute.dp`: DDP for ZeRO-0 without TP or PP, FSDP2 ``fully_shard`` otherwise),
-with P_l the parameters of layer l on one device (divided by tp for tensor-parallel layers) and
-w, g, o the weight, gradient and optimizer-state bytes per parameter::
+with P_l the parameters of layer l on one device (divided by tp for tensor-parallel layers),
+w, g, o the weight, gradient and optimizer-state bytes per parameter (:meth:`TrainingConfig.state_bytes_per_param`:
+4, 4, 8 for AdamW in autoplan's executor, which keeps fp32 parameters and gradients in mixed
+precision too) and c the bytes of the weights the layers compute with (2 in bf16/fp16 mixed
+precision, else 4)::
 
-    static_l = P_l * (w + g + o)                                        dp = 1
-             = P_l * (w + 2g + o)                 DDP: gradients are copied into its buckets
+    static_l = P_l * (w + g + o + c [mixed])                            dp = 1
+             = P_l * (w + 2g + o + c [mixed])     DDP: gradients are copied into its buckets
              = P_l * ((w + g + o)/dp              FSDP: sharded parameters, gradients, state
-                      + w [zero < 3]              the gathered weights, kept from forward to backward
+                      + c [zero < 3]              the gathered weights, kept from forward to backward
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
+                                                  (FSDP2 accumulates them in fp32, its reduce dtype)
     acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
                recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
                1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
@@ -74,6 +78,20 @@ w, g, o the weight, gradient and optimizer-state bytes per parameter::
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
                gradient before its reduce-scatter; full recompute: one layer's activations; and the
                gradient of the largest layer output (the logits) during backward
+
+``c [mixed]`` without FSDP is autocast's cache in autoplan's executor: the 16-bit copy of every
+weight, made at its first use in a step and held until the step's autocast context ends.
+
+In autoplan's executor gradients exist from their layer's backward to the optimizer step (its scripts
+zero them with ``set_to_none``). With one micro-batch, one pipeline stage and no DP wrapper (one
+device, or pure TP) nothing else holds them while activations are alive: backward frees a layer's
+activations as it makes its gradients, so a layer is counted at max(act_l, P_l * g) instead of both
+(the ``activations`` term then holds the larger). Everywhere else gradients coexist with
+activations (accumulation over micro-batches, 1F1B's interleaved backwards, DP's buckets and shards).
+The peak of a device is the larger of the step's and the optimizer step's: the latter holds
+parameters, gradients and state (sharded as above, DDP's buckets included) plus the optimizer's
+temporaries: foreach AdamW (torch's default on CUDA) allocates one fp32 buffer per parameter for
+sqrt(v); on CPU it runs tensor by tensor and the temporaries are negligible.
 
 FSDP traffic per step: ZeRO 0-2 all-gather the weights once and reduce-scatter the gradients once;
 ZeRO-3 re-gathers for every micro-batch's forward and backward (2*m all-gathers). DDP all-reduces
@@ -101,7 +119,7 @@ class TrainingConfig:
     global_batch: int
     """samples (sequences) per optimizer step"""
     precision: str = "fp32"
-    """fp32, or bf16/fp16 mixed precision (16-bit weights/grads/activations, fp32 master + moments)"""
+    """fp32, or bf16/fp16 mixed precision (16-bit compute; see :meth:`state_bytes_per_param`)"""
     optimizer: str = "adamw"
     """adamw (two fp32 moments) or sgd (no state)"""
     stack: SoftwareStack | None = None
@@ -119,15 +137,31 @@ class TrainingConfig:
         if self.optimizer not in ("adamw", "sgd"):
             raise InputError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
 
-    def state_bytes_per_param(self) -> tuple[int, int, int]:
+    @property
+    def mixed(self) -> bool:
+        """bf16/fp16 mixed precision"""
+        return self.precision != "fp32"
+
+    def state_bytes_per_param(self, executor: bool = True) -> tuple[int, int, int]:
         """(weight, gradient, optimizer-state) bytes per parameter.
 
-        fp32: 4 + 4 + (8 for AdamW's two moments | 0 for SGD).
-        bf16/fp16 mixed: 2 + 2 + (12: fp32 master + two moments | 4: fp32 master) -- the
-        "16 bytes per parameter" rule (DESIGN.md)."""
-        if self.precision == "fp32":
+        autoplan's executor (``executor``: measured profiles and the ``autoplan`` software stack)
+        holds 4 + 4 + (8 for AdamW's two moments | 0 for SGD) in every precision: in mixed
+        precision the parameters ARE the fp32 master weights (autocast, or FSDP2's
+        ``MixedPrecisionPolicy`` over fp32 shards) and their gradients are fp32; the 16-bit weights
+        are :meth:`compute_weight_bytes_per_param` on top (4 + 4 + 8 + 2 = the 18 bytes per
+        parameter of mixed-precision Adam with fp32 gradients, DESIGN.md).
+        Other stacks (16-bit weights and gradients, Megatron style): fp32 as above; mixed
+        2 + 2 + (12: fp32 master + two moments | 4: fp32 master), the "16 bytes per parameter" rule."""
+        if self.precision == "fp32" or executor:
             return 4, 4, (8 if self.optimizer == "adamw" else 0)
         return 2, 2, (12 if self.optimizer == "adamw" else 4)
+
+    def compute_weight_bytes_per_param(self) -> int:
+        """Bytes per parameter of the weights the layers compute with: the 16-bit copies of mixed
+        precision (autocast's cache, FSDP2's gathered ``param_dtype`` parameters, or the 16-bit
+        weights themselves), or fp32 weights."""
+        return BYTES_PER_ELEMENT[self.precision]
 
 
 @dataclass(frozen=True)
@@ -157,6 +191,10 @@ class LayerCost:
     """activations of this layer without recomputation (the workspace of a full recompute)"""
     weight_bytes_unsharded: int
     """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
+    optimizer_phase_bytes: int = 0
+    """what this layer holds on one device during the optimizer step, when activations and
+    autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
+    temporaries (foreach AdamW's sqrt(v) buffer on CUDA)"""
 
     @property
     def per_microbatch_s(self) -> float:
@@ -247,13 +285,18 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     mode = recompute or layout.recompute
     dp, tp, pp, mbs = layout.dp, layout.tp, layout.pp, layout.mbs
     tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
-    w_b, g_b, o_b = train.state_bytes_per_param()
     ddp, fsdp = data_parallel_wrapper(layout)
     accumulate = layout.num_microbatches > 1
     prec_b = BYTES_PER_ELEMENT[train.precision]
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
     stack = software_stack(profile, train)
+    executor = stack is None or stack.name == "autoplan"        # memory as autoplan's executor holds it
+    w_b, g_b, o_b = train.state_bytes_per_param(executor)
+    c_b = train.compute_weight_bytes_per_param()
+    cast_b = c_b if executor and train.mixed else 0               # autocast's 16-bit weight copies (no FSDP)
+    grads_replace_acts = executor and dp == 1 and pp == 1 and not accumulate     # module docstring
+    opt_temp_b = 4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0
     parts = _activation_parts(profile, stack)
     k_dp = group_ranks_per_node(tp, dp, cluster.devices_per_node)
 
@@ -289,7 +332,11 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         else:
             act = full_act / shard
         if mode == "selective" and is_block:
-            act *= (1 - score_frac)
+            if t1.saved_activation_bytes_selective is not None and t1.saved_activation_bytes > 0:
+                # measured with the executor's own selective wrapper (profile/layers.py)
+                act *= t1.saved_activation_bytes_selective / t1.saved_activation_bytes
+            else:     # from the shape: the attention scores dropped
+                act *= (1 - score_frac)
         elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
         measured = _in_group_terms(kind, layout, mbs, shard, world, mode if is_block else "none",
@@ -307,7 +354,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
                                                            prec_b)
             else:
                 compute, recompute, tp_comm = _sum_of_parts(cluster, layout, fwd, bwd, out_b, shard, tp_x,
-                                                            mode if is_block else "none", attn_flop_frac)
+                                                            mode if is_block else "none", attn_flop_frac,
+                                                            t.selective_recompute_s)
             opt_rate = profile.optimizer_step_s_per_param
             if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
                 opt_rate = profile.optimizer_step_s_per_param_sgd
@@ -327,12 +375,12 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             if stack is not None and stack.pp_overlap:
                 p2p = 0.0
         params = kind.param_count / shard
-        grad_bytes = params * g_b
-        weight_bytes = params * w_b
+        grad_bytes = params * g_b             # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
+        weight_bytes = params * c_b           # what FSDP gathers (param_dtype) and computes with
         overlap = stack is not None and stack.dp_overlap
         fsdp_measured = _in_group_fsdp_s(kind, layout, mbs, world) if (world and fsdp and params > 0) else None
         if ddp and params > 0:
-            dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, weight_bytes, _width(profile, params), dp_x)
+            dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, params * w_b, _width(profile, params), dp_x)
             if not layout.lossy and stack is not None:
                 dp_sync = _exposed(dp_collective("all_reduce", grad_bytes), bwd, overlap)
         elif fsdp_measured is not None:
@@ -365,12 +413,18 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         else:
             dp_sync = 0.0
         if ddp:
-            static = params * (w_b + 2 * g_b + o_b)
+            static = params * (w_b + 2 * g_b + o_b + cast_b)
+            optimizer_phase = params * (w_b + 2 * g_b + o_b + opt_temp_b)
         elif fsdp:
             whole_grads = accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
-            static = params * ((w_b + g_b + o_b) / dp + (w_b if layout.zero < 3 else 0) + (g_b if whole_grads else 0))
+            static = params * ((w_b + g_b + o_b) / dp + (c_b if layout.zero < 3 else 0) + (g_b if whole_grads else 0))
+            optimizer_phase = params * (w_b + g_b + o_b + opt_temp_b) / dp
         else:
-            static = params * (w_b + g_b + o_b)
+            static = params * (w_b + g_b + o_b + cast_b)
+            optimizer_phase = params * (w_b + g_b + o_b + opt_temp_b)
+        if grads_replace_acts:
+            static -= grad_bytes
+            act = max(act, grad_bytes)
         cal = cluster.calibration
         by_kind[kind_name] = LayerCost(
             compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
@@ -378,7 +432,8 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
             static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
-            full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
+            full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
+            optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
 
 
@@ -423,16 +478,19 @@ def _stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
 
 
 def _sum_of_parts(cluster: ClusterProfile, layout: Layout, fwd: float, bwd: float, out_b: float, shard: int,
-                  tp_x: bool, mode: str, attn_flop_frac: float) -> tuple[float, float, float]:
+                  tp_x: bool, mode: str, attn_flop_frac: float,
+                  selective_s: float = 0.0) -> tuple[float, float, float]:
     """(compute, recompute, tp_comm) per micro-batch from one rank's compute measured alone and the
     alpha-beta fits of isolated collectives (the model for what was not measured in groups).
 
     Megatron TP: two all-reduces of the block output in forward and two in backward; with SP each
     becomes an all-gather before and a reduce-scatter after a sublayer (same bytes, twice the
-    calls, which matters where latency dominates). Full recompute repeats the forward's two."""
+    calls, which matters where latency dominates). Full recompute repeats the forward's two.
+    Selective recompute costs ``selective_s`` where the profile measured it, else the attention
+    core's share of the forward FLOPs."""
     recompute = 0.0
     if mode == "selective":
-        recompute = fwd * attn_flop_frac
+        recompute = selective_s if selective_s > 0 else fwd * attn_flop_frac
     elif mode == "full":
         recompute = fwd
     tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode) if shard > 1 else 0.0
@@ -670,7 +728,8 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
     accumulation), the new gradient of a layer that backward allocates before adding it to the
     accumulated one (gradient accumulation: the largest layer's, measured 12 MiB on an embedding of
-    8192 x 384 in fp32), and the full-recompute workspace (one layer's activations)."""
+    8192 x 384 in fp32), the full-recompute workspace (one layer's activations) and the selective
+    one (the part of one layer's activations that its backward recomputes)."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
     if fsdp and layout.zero == 3:
@@ -679,6 +738,10 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
         extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
     if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
+    recomputed = [max(0, c.full_act_bytes - c.act_bytes) for n, c in costs.items()
+                  if layout.recompute_of(n) == "selective"]
+    if recomputed:
+        extra += max(recomputed)
     # backward holds the gradient of a layer's output while it computes the layer's input
     # gradient: the largest output (the logits) bounds that
     extra += max(c.out_bytes for c in costs.values())
@@ -744,6 +807,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     dps = [0.0] * p
     opt = [0.0] * p
     static = [0] * p
+    opt_phase = [0] * p
     act = [0] * p
     chunk_act = [[0.0] * v for _ in range(p)]
     buf = [0] * p
@@ -757,6 +821,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             dps[r] += c.dp_sync_s
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
+            opt_phase[r] += c.optimizer_phase_bytes
             act[r] += c.act_bytes
             chunk_act[r][j // p] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
@@ -781,7 +846,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     step = m * t_max + bubble + dp_sync + optimizer + overhead
     extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
     peak_act = [peak_activation_bytes(layout, r, chunk_act[r]) for r in range(p)]
-    mem_f = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
+    step_mem = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
+    opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
+    mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
@@ -792,6 +859,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         "params_grads_optimizer": static[peak_r],
         "activations": int(math.ceil(peak_act[peak_r])),
         "pipeline_buffers": buf[peak_r], "workspace": extra,
+        "optimizer_step_peak": int(math.ceil(opt_mem[peak_r])),   # the peak when above the others' sum
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)
     return Prediction(step_time_s=step, peak_memory_bytes=max(mem), breakdown_s=breakdown,

@@ -393,6 +393,13 @@ class TiedChainILP(PlacementILP):
             base = self.layout.with_(recompute="none", recompute_layers={})
             full_ws = max(c.full_act_bytes for c in self.cost.values())
             self.extra = transient_bytes(self.cost, base) + full_ws * self.u
+        if self.mode_costs and "selective" in self.modes:
+            # likewise the selective workspace: the part of one block's activations its backward recomputes
+            self.u_sel = self.var("u_selective_used", 0, 1, cat=pulp.LpInteger)
+            self.prob += pulp.lpSum(self.n[r, "selective"] for r in range(self.p)) <= self.N * self.u_sel, \
+                "selective_used"
+            sel_ws = max(max(0, c.full_act_bytes - c.act_bytes) for c in self.mode_costs["selective"].values())
+            self.extra = self.extra + sel_ws * self.u_sel
 
     def n_rank(self, r: int):
         return pulp.lpSum(self.n[r, c] for c in self.modes)

@@ -66,8 +66,13 @@ class LayerTiming:
     output_bytes: int
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
     selective_recompute_s: float = 0.0
-    """analytic profiles: the part of ``forward_s`` that selective recomputation repeats (0: not
-    known; the cost model then uses the attention share of the FLOPs)"""
+    """the time selective recomputation adds per micro-batch: analytic profiles, the part of
+    ``forward_s`` it repeats; measured profiles (blocks), the backward under the executor's selective
+    wrapper minus the plain backward (0: not known; the cost model then uses the attention share of
+    the FLOPs)"""
+    saved_activation_bytes_selective: int | None = None
+    """measured profiles (blocks): bytes a forward under the executor's selective recomputation
+    keeps until backward (None: not measured; the planner then derives it from the shape)"""
     sequence_parallel_saving_s: float = 0.0
     """analytic profiles: forward + backward time that sequence parallel removes at this TP degree
     (norms, residual adds and dropout run on 1/tp of the tokens); 0: not known"""
@@ -155,6 +160,9 @@ class LayerKindProfile:
             output_bytes=per_sample("output_bytes"),
             selective_recompute_s=fit("selective_recompute_s") * scale,
             sequence_parallel_saving_s=fit("sequence_parallel_saving_s") * scale,
+            saved_activation_bytes_selective=(
+                int(per_sample("saved_activation_bytes_selective") * scale)
+                if all(t.saved_activation_bytes_selective is not None for t in pts) else None),
         )
 
 
@@ -209,7 +217,10 @@ def _layer_kind(v: Any, where: str) -> LayerKindProfile:
             output_bytes=as_int(require(t, "output_bytes", at), f"{at}.output_bytes"),
             selective_recompute_s=as_float(t.get("selective_recompute_s", 0.0), f"{at}.selective_recompute_s"),
             sequence_parallel_saving_s=as_float(t.get("sequence_parallel_saving_s", 0.0),
-                                                f"{at}.sequence_parallel_saving_s"))
+                                                f"{at}.sequence_parallel_saving_s"),
+            saved_activation_bytes_selective=(
+                None if t.get("saved_activation_bytes_selective") is None else
+                as_int(t["saved_activation_bytes_selective"], f"{at}.saved_activation_bytes_selective")))
         if (timing.mbs, timing.tp) in seen:
             raise InputError(f"{at}: a second timing at mbs {timing.mbs}, tp {timing.tp}")
         seen.add((timing.mbs, timing.tp))

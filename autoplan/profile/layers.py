@@ -15,6 +15,13 @@ What each figure means:
   untimed, before each sample).  ``embed`` and ``block`` are driven by a fixed random upstream
   gradient of the output's shape; ``head`` by its scalar loss, because the last pipeline stage runs
   the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
+- ``saved_activation_bytes_selective`` and ``selective_recompute_s`` (blocks): the bytes kept and the
+  backward time added under the executor's selective recomputation (its own checkpoint wrapper,
+  :mod:`autoplan.execute.recompute`; the backward under it minus the plain one), the bytes counted
+  by the allocator (:func:`retained_bytes`; a checkpoint keeps what it saves outside autograd's
+  hooks). The planner takes selective recomputation's saving and cost from them:
+  with a fused attention (SDPA, on CPU and CUDA) no s x s scores are ever stored, so the shape's
+  rule (selective drops the 5as/h term) would not say what this executor saves.
 - ``saved_activation_bytes``: bytes autograd holds for backward, seen through
   ``torch.autograd.graph.saved_tensors_hooks``: unique storages (views of one storage count once,
   the whole storage is counted because the whole storage stays alive), parameters excluded.
@@ -27,6 +34,19 @@ What each figure means:
 - ``optimizer_step_s_per_param`` (AdamW) and ``optimizer_step_s_per_param_sgd``: the median time of
   one ``step()`` over copies of a block's parameters (at least ``optimizer_min_params`` in all, so
   the per-call overhead is amortised as it is for a real model), divided by the parameter count.
+
+Precision (``precision``, recorded in the profile) is measured the way the executor trains
+(:mod:`autoplan.execute.apply`): ``fp32`` plainly; ``bf16`` / ``fp16`` as mixed precision, with fp32
+parameters (the master weights the optimizer steps, so ``param_bytes`` is 4 per parameter and the
+optimizer is timed on fp32) and each forward under ``torch.autocast`` to the 16-bit type, so matrix
+products run in 16 bits, norms and the loss in fp32, and the residual stream between blocks stays
+fp32 (what a pipeline cut sends under autocast).  The 16-bit copies autocast makes of the weights
+are not activations (one per parameter per step, whatever the micro-batch size: the planner counts
+them with the parameters), so ``saved_activation_bytes`` leaves out every saved tensor computed
+from parameters alone (:func:`is_parameter_copy`).  Under FSDP2's ``MixedPrecisionPolicy`` (the
+executor's ``fully_shard`` layouts) the parameters themselves are gathered in 16 bits and the
+residual stream is 16-bit too: that saves somewhat fewer bytes (gpt-small's block: 2.9 MB against
+3.2 MB under autocast at mbs 2), so the autocast figure is an upper bound there.
 
 Timing is made robust on a small, noisy machine by: a fixed thread count during measurement
 (``threads``), warm-up iterations, ``repeats`` samples and their median, and several iterations
@@ -48,7 +68,7 @@ import platform
 import socket
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
@@ -79,6 +99,20 @@ from autoplan.profile.formats import LayerInfo, LayerKindProfile, LayerTiming, M
 
 LAYER_KINDS = ("embed", "block", "head")
 PRECISION_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def training_dtypes(precision: str) -> tuple[torch.dtype, torch.dtype | None]:
+    """(parameter dtype, autocast dtype or None) of training in ``precision``, as the executor
+    trains: fp32 parameters always; bf16/fp16 compute under autocast."""
+    if precision not in PRECISION_DTYPES:
+        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    low = PRECISION_DTYPES[precision]
+    return torch.float32, (None if low == torch.float32 else low)
+
+
+def default_precision(device: str) -> str:
+    """bf16 on CUDA (mixed precision, what GPUs train in), fp32 elsewhere."""
+    return "bf16" if str(device).startswith("cuda") else "fp32"
 
 
 @dataclass(frozen=True)
@@ -174,9 +208,18 @@ class _LayerCase:
     with_loss: bool = False
     """inputs are ``(x, targets)`` and the forward ends in the token cross-entropy (a model's last
     unit); always so for the reference ``Head``"""
+    autocast_dtype: torch.dtype | None = None
+    """mixed precision: each forward runs under ``torch.autocast`` to this dtype (None: plain)"""
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(tensor to call backward on, the module's output tensor)."""
+        if self.autocast_dtype is None:
+            return self._forward()
+        device_type = next(iter(self.inputs)).device.type
+        with torch.autocast(device_type, dtype=self.autocast_dtype):
+            return self._forward()
+
+    def _forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.with_loss or isinstance(self.module, Head):
             x, targets = self.inputs
             logits = self.module(x)                                          # [b, s, V]
@@ -190,7 +233,16 @@ class _LayerCase:
 
 
 def _make_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, device: torch.device,
-               dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+               dtype: torch.dtype, seed: int = 0, autocast_dtype: torch.dtype | None = None) -> _LayerCase:
+    """``kind`` on inputs of ``mbs`` sequences; parameters and floating inputs in ``dtype`` (fp32 under
+    mixed precision), each forward under autocast to ``autocast_dtype`` when given."""
+    case = _make_plain_case(kind, shape, tp, mbs, seq_len, device, dtype, seed)
+    case.autocast_dtype = autocast_dtype
+    return case
+
+
+def _make_plain_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, device: torch.device,
+                     dtype: torch.dtype, seed: int) -> _LayerCase:
     torch.manual_seed(seed)
     module = build_layer(kind, shape, tp).to(device=device, dtype=dtype)
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -211,9 +263,35 @@ def _make_case(kind: str, shape: ModelShape, tp: int, mbs: int, seq_len: int, de
 # the measurements (each a small function, usable on any module)
 # --------------------------------------------------------------------------------------------
 
+_COPY_NODES = frozenset({"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
+                         "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
+                         "SqueezeBackward1", "CloneBackward0", "AliasBackward0"})
+"""autograd nodes of casts and views: a tensor reached from a parameter through these alone is a copy of it"""
+
+
+def is_parameter_copy(t: torch.Tensor, params: list[torch.Tensor], max_depth: int = 6) -> bool:
+    """Whether ``t`` is a cast or view of one parameter (autocast's 16-bit weight copy, or its
+    transpose): its autograd history is a chain of casts and views ending at a parameter's leaf."""
+    ids = {id(p) for p in params}
+    fn = t.grad_fn
+    for _ in range(max_depth):
+        if fn is None:
+            return False
+        if type(fn).__name__ == "AccumulateGrad":
+            return id(fn.variable) in ids
+        if type(fn).__name__ not in _COPY_NODES:
+            return False
+        nexts = [f for f, _ in fn.next_functions if f is not None]
+        if len(nexts) != 1:
+            return False
+        fn = nexts[0]
+    return False
+
+
 def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch.Tensor]) -> int:
     """Bytes autograd saves for backward while ``run_forward()`` runs: unique storages, the
-    whole storage of each, parameters (and views of them) excluded."""
+    whole storage of each, parameters (and views of them) and copies of parameters (autocast's
+    16-bit weights, :func:`is_parameter_copy`) excluded."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
     storages: dict[int, int] = {}
     keep_alive: list[torch.Tensor] = []   # data_ptr is only unique while the tensor lives
@@ -221,7 +299,7 @@ def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch
     def pack(t: torch.Tensor) -> torch.Tensor:
         st = t.untyped_storage()
         ptr = st.data_ptr()
-        if ptr and ptr not in param_ptrs and ptr not in storages:
+        if ptr and ptr not in param_ptrs and ptr not in storages and not is_parameter_copy(t, params):
             storages[ptr] = st.nbytes()
             keep_alive.append(t)
         return t
@@ -327,8 +405,50 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
     return forward_s, statistics.median(bwd_samples)
 
 
-def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: int) -> LayerTiming:
-    """Every figure of one layer case: forward/backward time, saved-activation and output bytes."""
+def retained_bytes(case: _LayerCase) -> int:
+    """Bytes one forward of ``case`` leaves allocated until its backward, its output excluded:
+    whatever autograd and checkpointing keep, counted by the allocator (``memory_allocated`` on
+    CUDA, :class:`~autoplan.execute.memory.LiveTensorTracker` on CPU). Unlike
+    :func:`saved_activation_bytes` this sees what a checkpoint wrapper stores outside autograd's
+    saved-tensor hooks (selective recomputation's kept outputs)."""
+    device = case.inputs[0].device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        root, out = case.forward()
+        torch.cuda.synchronize(device)
+        kept = torch.cuda.memory_allocated(device) - before
+    else:
+        from autoplan.execute.memory import LiveTensorTracker
+        existing = [*case.module.parameters(), *case.inputs,
+                    *([case.upstream_grad] if case.upstream_grad is not None else [])]
+        with LiveTensorTracker(existing) as tracker:
+            before = tracker.current_bytes
+            root, out = case.forward()
+            tracker.refresh()
+            kept = tracker.current_bytes - before
+    out_bytes = out.untyped_storage().nbytes()
+    loss_bytes = root.untyped_storage().nbytes() if root is not out else 0
+    del root, out
+    return max(0, kept - out_bytes - loss_bytes)
+
+
+def measure_selective(case: _LayerCase, settings: TimingSettings) -> tuple[int, float]:
+    """(bytes kept from forward to backward, backward seconds) of ``case``'s module under the
+    executor's selective recomputation (:func:`autoplan.execute.recompute.wrap_block`). The kept
+    bytes count the layer's input, which a checkpoint always keeps (as ``saved_activation_bytes``
+    counts an input the layer saves)."""
+    from autoplan.execute.recompute import wrap_block
+    wrapped = replace(case, module=wrap_block(case.module, "selective"))
+    _, bwd_s = time_forward_backward(wrapped, settings)
+    inputs = sum(x.untyped_storage().nbytes() for x in case.inputs if x.is_floating_point())
+    return retained_bytes(wrapped) + inputs, bwd_s
+
+
+def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: int,
+                 selective: bool = False) -> LayerTiming:
+    """Every figure of one layer case: forward/backward time, saved-activation and output bytes;
+    with ``selective`` (blocks) also the kept bytes and backward time under selective recomputation."""
     fwd_s, bwd_s = time_forward_backward(case, settings)
     holder: dict[str, torch.Tensor] = {}
 
@@ -338,8 +458,11 @@ def measure_case(case: _LayerCase, settings: TimingSettings, *, mbs: int, tp: in
         return root
     saved = saved_activation_bytes(run, list(case.module.parameters()))
     out_bytes = holder["out"].numel() * holder["out"].element_size()
+    del holder
+    sel_bytes, sel_bwd_s = measure_selective(case, settings) if selective else (None, bwd_s)
     return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
-                       output_bytes=out_bytes)
+                       output_bytes=out_bytes, saved_activation_bytes_selective=sel_bytes,
+                       selective_recompute_s=max(0.0, sel_bwd_s - bwd_s))
 
 
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],
@@ -404,17 +527,17 @@ def _check_positive_ints(name: str, values: tuple[int, ...] | list[int]) -> list
 
 def _check_settings(device: str, precision: str, mbs_list: tuple[int, ...], tp_list: tuple[int, ...], warmup: int,
                     repeats: int) -> tuple[torch.device, torch.dtype, list[int], list[int]]:
-    """(device, dtype, sorted micro-batch sizes, sorted TP degrees with 1 always in); InputError on bad values."""
+    """(device, parameter dtype, sorted micro-batch sizes, sorted TP degrees with 1 always in);
+    InputError on bad values."""
     dev = _resolve_device(device)
-    if precision not in PRECISION_DTYPES:
-        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
+    param_dtype, _ = training_dtypes(precision)
     mbs_vals = _check_positive_ints("mbs_list", mbs_list)
     tp_vals = _check_positive_ints("tp_list", tp_list)
     if 1 not in tp_vals:
         tp_vals = [1] + tp_vals                  # t=1 is always needed (embed, head, param counts)
     if warmup < 0 or repeats < 1:
         raise InputError(f"warmup must be >= 0 and repeats >= 1 (got {warmup}, {repeats})")
-    return dev, PRECISION_DTYPES[precision], mbs_vals, tp_vals
+    return dev, param_dtype, mbs_vals, tp_vals
 
 
 def _environment(dev: torch.device, n_threads: int, warmup: int, repeats: int, **extra: object) -> dict:
@@ -426,6 +549,13 @@ def _environment(dev: torch.device, n_threads: int, warmup: int, repeats: int, *
             "tp_measurement": "one TP rank's compute, no communication, no sequence parallel", **extra}
 
 
+def _precision_note(precision: str) -> str:
+    if training_dtypes(precision)[1] is None:
+        return "fp32 parameters and compute"
+    return (f"mixed precision as the executor trains: fp32 parameters, forward under torch.autocast({precision}); "
+            f"autocast's {precision} weight copies are not counted as activations")
+
+
 def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
                   seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
                   threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
@@ -434,8 +564,8 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
 
     ``mbs_list`` micro-batch sizes and ``tp_list`` TP degrees are measured for the block (embed
     and head at t=1 only); ``seq_len`` defaults to the shape's; ``threads`` fixes torch's thread
-    count while measuring (default: leave it); ``precision`` is the dtype of parameters and
-    activations (fp32 on CPU); ``progress`` is called after each measured (kind, mbs, tp) and
+    count while measuring (default: leave it); ``precision`` is the training precision, measured as
+    the executor trains it (module docstring; default: fp32, bf16 for CUDA on the command line); ``progress`` is called after each measured (kind, mbs, tp) and
     after the optimizer measurement.
 
     ``hf:NAME`` and ``path/file.py:factory`` specs are built and measured unit kind by unit kind
@@ -446,6 +576,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
                                   optimizer_min_params=optimizer_min_params, progress=progress)
     shape = resolve_model_shape(spec)
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
+    autocast = training_dtypes(precision)[1]
     for t in tp_vals:
         check_tp_degree(shape, t)
     s = shape.seq_len if seq_len is None else seq_len
@@ -459,8 +590,8 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     kinds: dict[str, LayerKindProfile] = {}
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
-            case = _make_case(kind, shape, tp, mbs, s, dev, dtype)
-            timing = measure_case(case, settings, mbs=mbs, tp=tp)
+            case = _make_case(kind, shape, tp, mbs, s, dev, dtype, autocast_dtype=autocast)
+            timing = measure_case(case, settings, mbs=mbs, tp=tp, selective=(kind == "block"))
             if kind not in kinds:
                 full = case.module if tp == 1 else build_layer(kind, shape, 1)
                 kinds[kind] = LayerKindProfile(
@@ -477,7 +608,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
             progress(ProgressEvent(what="optimizer step", done=total, total=total))
 
     layers, edges = layer_chain(shape)
-    environment = _environment(dev, n_threads, warmup, repeats,
+    environment = _environment(dev, n_threads, warmup, repeats, precision_measurement=_precision_note(precision),
                                head_measurement="Head + cross-entropy loss, backward from the loss")
     return ModelProfile(model_spec=spec, shape=shape.to_dict(), precision=precision, seq_len=s,
                         layers=layers, edges=edges, kinds=kinds, environment=environment,
@@ -503,7 +634,8 @@ def _measure_optimizers(shape: ModelShape, device: torch.device, dtype: torch.dt
 # --------------------------------------------------------------------------------------------
 
 def _unit_case(model: nn.Module, kind: UnitKind, tp: int, inputs: torch.Tensor, vocab: int,
-               device: torch.device, dtype: torch.dtype, seed: int = 0) -> _LayerCase:
+               device: torch.device, dtype: torch.dtype, seed: int = 0,
+               autocast_dtype: torch.dtype | None = None) -> _LayerCase:
     """The measured case of ``kind`` at TP degree ``tp`` on ``inputs`` (its real input at this mbs)."""
     plan = model_tp_plan(model)
     module = unit_module(model, kind.units[0])
@@ -515,11 +647,12 @@ def _unit_case(model: nn.Module, kind: UnitKind, tp: int, inputs: torch.Tensor, 
         x = x.to(dtype).requires_grad_(True)                 # a pipeline stage needs dL/dx
     if kind.computes_loss:
         targets = torch.randint(vocab, tuple(x.shape[:2]), generator=g).to(device)
-        return _LayerCase(module, (x, targets), None, with_loss=True)
-    with torch.no_grad():
+        return _LayerCase(module, (x, targets), None, with_loss=True, autocast_dtype=autocast_dtype)
+    with torch.no_grad(), torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
+                                         enabled=autocast_dtype is not None):
         out = module(x)
     grad = torch.randn(out.shape, generator=g).to(device=device, dtype=out.dtype)
-    return _LayerCase(module, (x,), grad)
+    return _LayerCase(module, (x,), grad, autocast_dtype=autocast_dtype)
 
 
 def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
@@ -537,6 +670,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     TP layer's split dimension is an InputError. The profile records ``spec`` and, for models with
     a transformer shape (``hf:``), that shape, so the planner can check TP degrees."""
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
+    autocast = training_dtypes(precision)[1]
     model = build_model_from_spec(spec, None, seed).eval()    # eval: no dropout while measuring
     vocab, max_s = model_vocab(model), model_seq_len(model)
     s = max_s if seq_len is None else seq_len
@@ -561,8 +695,8 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     kinds: dict[str, LayerKindProfile] = {}
     with _quiet_process(threads) as n_threads:
         for done, (kind, mbs, tp) in enumerate(points, start=1):
-            case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed)
-            timing = measure_case(case, settings, mbs=mbs, tp=tp)
+            case = _unit_case(model, kind, tp, inputs_by_mbs[mbs][kind.units[0]], vocab, dev, dtype, seed, autocast)
+            timing = measure_case(case, settings, mbs=mbs, tp=tp, selective=kind.tp_shardable)
             if kind.name not in kinds:
                 n_params = sum(p.numel() for p in unit_module(model, kind.units[0]).parameters())
                 flops = forward_flops_per_sample(kind.name, shape, s) \
@@ -584,6 +718,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     layers = [LayerInfo(name, kind_of[name]) for name in model.unit_names()]
     edges = [(a.name, b.name) for a, b in zip(layers, layers[1:])]
     environment = _environment(dev, n_threads, warmup, repeats, model_class=type(model).__name__,
+                               precision_measurement=_precision_note(precision),
                                kinds={k.name: list(k.units) for k in kinds_list},
                                head_measurement="last unit + cross-entropy loss, backward from the loss")
     shape_dict = None

@@ -1,12 +1,15 @@
 """Measure a cluster: collectives per group size (alpha-beta fits), device compute and memory rates.
 
-Two entry points share one measurement engine (:func:`measure_links`):
+Three entry points; the first two share one measurement engine (:func:`measure_links`):
 
 - :func:`profile_cluster` spawns ``nproc`` local processes (gloo on 127.0.0.1, one intra-op thread
   each) and measures them as one node;
 - :func:`profile_cluster_distributed` runs inside an already initialised job (``torchrun``, one or
   many nodes, gloo or NCCL), groups the ranks by hostname, and measures the links inside a node
-  (``intra_node``) and, when there are several hosts, between nodes (``inter_node``).
+  (``intra_node``) and, when there are several hosts, between nodes (``inter_node``);
+- :func:`profile_one_device` measures one device in this process (``--nproc 1``: a CPU process, or
+  one GPU): its matmul rate, copy bandwidth and memory, and no links: a one-device cluster, on
+  which the planner still chooses the micro-batch size and recomputation.
 
 What is measured, for each op in ``COLLECTIVE_OPS`` and each group size ``g``::
 
@@ -460,8 +463,8 @@ def _run_all(cfg: LinkBenchConfig, device: torch.device, progress: Callable[[Pro
     # then all at once, as in training: on an oversubscribed CPU (more processes than cores) or a
     # power-limited node each device computes slower than alone
     mine = torch.tensor([measure_compute_flops_per_s_for(CONCURRENT_COMPUTE_S, cfg.matmul_n, device)],
-                        dtype=torch.float64)
-    rates = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
+                        dtype=torch.float64, device=device)          # NCCL takes GPU tensors only
+    rates = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(dist.get_world_size())]
     dist.all_gather(rates, mine)
     report("compute rate, all devices at once")
     concurrent = statistics.median(float(r) for r in rates)
@@ -566,7 +569,7 @@ def profile_cluster(nproc: int, *, memory_per_device_bytes: int | None,
     ``nproc`` and ``nproc``; ``timeout_s`` bounds each collective and any silence of the workers
     (after a start-up allowance).  Raises AutoplanError when a worker fails or hangs."""
     if not isinstance(nproc, int) or nproc < 2:
-        raise InputError(f"profiling a cluster needs nproc >= 2, got {nproc!r}")
+        raise InputError(f"profiling local processes needs nproc >= 2 (one device: profile_one_device), got {nproc!r}")
     if nproc > max_local_processes():
         raise InputError(f"--nproc {nproc} is more processes than this machine can run at once "
                          f"(at most {max_local_processes()}: 4 per CPU core); for a larger cluster run "
@@ -659,6 +662,18 @@ def node_labels(hosts: Sequence[str], group_ranks: Sequence[str | None]) -> list
     return [f"{h}/node{g}" for h, g in zip(hosts, group_ranks)]
 
 
+def device_memory_bytes(given: int | None, device: torch.device, processes_per_host: int) -> tuple[int, str]:
+    """(memory budget of one device, where it comes from): ``given`` if set, else the GPU's total
+    memory, else :func:`default_cpu_memory_bytes` over the processes of one host."""
+    if given is not None:
+        return given, "given"
+    if device.type == "cuda":
+        return (torch.cuda.get_device_properties(device).total_memory,
+                "measured: torch.cuda.get_device_properties(...).total_memory")
+    return (default_cpu_memory_bytes(processes_per_host),
+            f"default: {CPU_MEMORY_FRACTION} of physical RAM / {processes_per_host} processes per host")
+
+
 def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
                                 memory_per_device_bytes: int | None = None,
                                 sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
@@ -697,15 +712,7 @@ def profile_cluster_distributed(*, out_path: str | os.PathLike | None = None,
     res = _run_all(cfg, device, progress, hostname)
     if res is None:
         return None
-    if memory_per_device_bytes is not None:
-        memory, memory_source = memory_per_device_bytes, "given"
-    elif use_cuda:
-        memory = torch.cuda.get_device_properties(device).total_memory
-        memory_source = "measured: torch.cuda.get_device_properties(...).total_memory"
-    else:
-        per_host = res.layout.devices_per_node
-        memory = default_cpu_memory_bytes(per_host)
-        memory_source = f"default: {CPU_MEMORY_FRACTION} of physical RAM / {per_host} processes per host"
+    memory, memory_source = device_memory_bytes(memory_per_device_bytes, device, res.layout.devices_per_node)
     profile = _build_profile(res, name=name or f"measured-{res.layout.num_nodes}x{res.layout.devices_per_node}",
                              device_type=device.type, memory_bytes=memory, memory_source=memory_source,
                              cfg=cfg, threads=torch.get_num_threads())
@@ -748,3 +755,49 @@ def profile_cluster_in_job(*, out_path: str | os.PathLike, memory_per_device_byt
     finally:
         dist.destroy_process_group()
 
+
+
+# --------------------------------------------------------------------------------------------
+# one device (no links)
+# --------------------------------------------------------------------------------------------
+
+CUDA_MATMUL_N = 8192
+"""side of the bf16 matrix product timed on a GPU (large enough to reach the achievable rate)"""
+CUDA_COPY_BYTES = 1 << 30
+"""bytes copied for a GPU's memory bandwidth (many times its L2 cache)"""
+
+
+def profile_one_device(device: str = "cpu", *, memory_per_device_bytes: int | None = None,
+                       matmul_n: int | None = None, repeats: int = 5, name: str | None = None) -> ClusterProfile:
+    """Measure one device in this process: a cluster of one node of one device, without links.
+
+    ``device`` is ``cpu`` (this process, with torch's current thread count: what one training
+    process uses) or ``cuda`` / ``cuda:N``. The compute rate is the median of ``repeats`` dense
+    ``matmul_n``^3 products (fp32 on CPU, bf16 on CUDA; default 1024 and 8192), the bandwidth one
+    tensor copy (64 MiB on CPU, 1 GiB on CUDA), the memory the given budget or, by default, the
+    GPU's total memory / :func:`default_cpu_memory_bytes` of one process."""
+    from autoplan.profile.layers import _resolve_device
+
+    dev = _resolve_device(device)
+    if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
+        raise InputError(f"memory per device must be positive, got {memory_per_device_bytes}")
+    cuda = dev.type == "cuda"
+    if cuda and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    cfg = LinkBenchConfig(repeats=repeats, matmul_n=matmul_n or (CUDA_MATMUL_N if cuda else 1024),
+                          copy_bytes=CUDA_COPY_BYTES if cuda else LinkBenchConfig.copy_bytes)
+    flops = measure_compute_flops_per_s(cfg.matmul_n, dev, repeats=repeats)
+    bw = measure_memory_bandwidth_bytes_per_s(cfg.copy_bytes, dev, repeats=repeats)
+    if cuda:
+        torch.cuda.empty_cache()
+    res = _RankZeroResult(rank_hosts=[socket.gethostname()],
+                          layout=LinkLayout(num_nodes=1, devices_per_node=1, collective_groups=(), pairs=()),
+                          raw=RawLinkTimes(), compute_flops_per_s=flops, memory_bandwidth_bytes_per_s=bw,
+                          device_name=device_name(dev))
+    memory, memory_source = device_memory_bytes(memory_per_device_bytes, dev, 1)
+    prof = _build_profile(res, name=name or f"one-{dev.type}", device_type=dev.type, memory_bytes=memory,
+                          memory_source=memory_source, cfg=cfg, threads=torch.get_num_threads())
+    prof.environment["backend"] = "none: one device, no links"
+    prof.sources["links"] = "none: a one-device cluster has no links"
+    prof.sources.pop("device.concurrent_compute_flops_per_s", None)
+    return prof
