@@ -41,6 +41,33 @@ offset inside it::
 The cuts model has 2*R*(S-1) variables whatever the depth (R = 3 runs for embed, blocks, head),
 which is what lets a 96-block model be split 64 ways in well under a second. With
 ``objective="memory"`` both minimise the largest per-device memory Z instead (memory_r: Z >= ...).
+
+**Tied** (a chain ``first, N identical blocks, last``). A rank's time and memory depend only on
+how many blocks it holds, so the variables aggregate the identical blocks: n[r,c] in {0..N} blocks
+on rank r recomputed with mode c (one mode, or each of none/selective/full when the ILP chooses
+recompute per block), z0 (chunk 0 holds only the first layer), z1 (chunk S-1 only the last), u
+(some block is fully recomputed). With n[r] = sum_c n[r,c] and q_c a block's coefficient in mode c::
+
+    blocks        sum_{r,c} n[r,c] = N
+    nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]          (none when S = 1)
+    alone_0/1     (vp = 1 only) n[0] <= N*(1 - z0),  n[pp-1] <= N*(1 - z1)
+    full_used     sum_r n[r,full] <= N*u      (u adds the full-recompute workspace on every rank)
+    q(r)          = sum_c q_c n[r,c] + [r = 0]*q_first + [r = pp-1]*q_last
+    boundaries    each sends a block's output; boundary 0 the first layer's when z0
+    symmetry_r    n[r] >= n[r+1] for interchangeable neighbours (same in-flight count, no
+                  first/last layer, no boundary 0: GPipe's middle ranks)
+    relax_*       T >= T*, sum_r tau_r >= S*, D >= D*, O >= O*    (tied.py's per-rank relaxation:
+                  integer-exact per rank, so the LP bound starts where the block counts allow)
+    cap_r         n[r] <= cap_r    (with an incumbent U: no solution better than U exceeds it)
+
+Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
+optimum equals the assignment and cut formulations' (tests check all three and the per-block
+modes against brute force).
+
+**Solvers.** pulp drives HiGHS (``highspy``, in-process) or CBC (a subprocess per ILP, shipped
+with pulp); ``auto`` takes HiGHS when installed: on every problem measured it was faster
+(benchmarks/solve_scaling.py; a tied ILP takes milliseconds where CBC's process start alone takes
+about 30 ms). With an incumbent (cutoff) the status "cutoff" says no solution beats it.
 """
 
 from __future__ import annotations
@@ -55,6 +82,7 @@ from dataclasses import dataclass, fields
 import networkx as nx
 import pulp
 
+from autoplan.errors import InputError
 from autoplan.plan.cost import LayerCost, inflight_microbatches, transient_bytes
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
@@ -105,11 +133,11 @@ def resolve_solver(name: str) -> str:
     """``auto`` is HiGHS when highspy is installed (in-process, no subprocess per ILP: faster on
     every problem measured, benchmarks/solve_scaling.py), else CBC."""
     if name not in SOLVERS:
-        raise ValueError(f"unknown ILP solver {name!r} (known: {', '.join(SOLVERS)})")
+        raise InputError(f"unknown ILP solver {name!r} (known: {', '.join(SOLVERS)})")
     if name == "auto":
         return "highs" if highspy is not None else "cbc"
     if name == "highs" and highspy is None:
-        raise ValueError("the HiGHS solver needs the highspy package (pip install highspy)")
+        raise InputError("the HiGHS solver needs the highspy package (pip install highspy); --solver cbc needs nothing")
     return name
 
 
@@ -261,16 +289,20 @@ class PlacementILP:
         run = self._run_highs if kind == "highs" else self._run_cbc
         state, solver_bound = run(time_limit_s, gap_rel)
         wall = time.perf_counter() - t0
-        if state == "infeasible" and self.incumbent is not None:
-            return PlacementResult("cutoff", [], math.inf, self.incumbent, wall)
+        bound = max(solver_bound * scale, self.relaxation_bound())
+        obj = float(pulp.value(self.prob.objective)) * scale if state in ("optimal", "feasible") else math.inf
+        if self.incumbent is not None and obj > self.incumbent * (1 + 1e-9):
+            # nothing better than the incumbent was found (HiGHS takes objective_bound as a hint:
+            # its presolve may still return a worse optimum)
+            if state in ("optimal", "infeasible") or bound >= self.incumbent:
+                return PlacementResult("cutoff", [], math.inf, self.incumbent, wall)
+            return PlacementResult("timeout", [], math.inf, bound, wall)
         if state in ("infeasible", "timeout"):
-            bound = math.inf if state == "infeasible" else max(solver_bound * scale, self.relaxation_bound())
-            return PlacementResult(state, [], math.inf, bound, wall)
-        obj = float(pulp.value(self.prob.objective)) * scale
+            return PlacementResult(state, [], math.inf, math.inf if state == "infeasible" else bound, wall)
         stages = self.stages()                      # read the solution before any other solve
         modes = self.recompute_layers(stages)
-        bound = obj if state == "optimal" else min(obj, max(solver_bound * scale, self.relaxation_bound()))
-        return PlacementResult(state, stages, obj, bound, wall, recompute_layers=modes)
+        return PlacementResult(state, stages, obj, obj if state == "optimal" else min(obj, bound), wall,
+                               recompute_layers=modes)
 
     def _cutoff(self) -> float | None:
         if self.incumbent is None:
@@ -329,7 +361,9 @@ class PlacementILP:
             var.cat = pulp.LpContinuous
         try:
             self.prob.solve(_cbc(None, None))
-            return float(pulp.value(self.prob.objective)) * (GIB if self.objective == "memory" else 1.0)
+            if self.prob.sol_status != pulp.LpSolutionOptimal:
+                return math.inf        # the relaxation is infeasible (with a cutoff row: nothing beats it)
+            return float(pulp.value(self.prob.objective))
         finally:
             for var in self.prob.variables():
                 var.cat = cats[var.name]

@@ -42,7 +42,7 @@ class SearchOptions:
     per_layer_recompute: bool = False
     """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
-    Off by default: CBC needs seconds per such ILP at scale (time limit below, gap reported)."""
+    The per-rank relaxation (tied.py) prunes most such layouts and cuts the ILP of the rest."""
     allow_lossy: tuple[str, ...] = ()
     """opt-in options that change the mathematics of training, for plain DDP layouts:
     ``fp16`` / ``powersgd`` gradient compression, ``localsgd`` (parameter averaging every
@@ -56,9 +56,9 @@ class SearchOptions:
     """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
     mixed_recompute_time_limit_s: float = 2.0
-    """CBC time limit for ILPs that also choose per-block recompute (harder; the gap is reported)"""
+    """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
     gap_rel: float = 1e-6
-    """relative optimality gap at which CBC may stop"""
+    """relative optimality gap at which the ILP solver may stop"""
     formulation: str = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
     solver: str = "auto"
