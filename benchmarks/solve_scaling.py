@@ -1,7 +1,7 @@
 """Search wall time, ILPs solved, layouts pruned and optimality gap from 8 to 16,384 GPUs (catalogue
 clusters), with one recompute mode per plan and with the ILP choosing recompute per block.
 
-    flock -x /work/cpu.lock python benchmarks/solve_scaling.py [--solver auto|highs|cbc] [--max-vp N]
+    flock -x /work/cpu.lock python benchmarks/solve_scaling.py [--solver auto|highs|cbc] [--max-vp N] [--no-compare]
 
 Targets on a 2-core machine (issue 14): GPT-3 175B on 1024 A100s <= 10 s and 1T on 3072 A100s
 <= 30 s, with per-layer recompute too; Llama 3 405B on 16,384 H100s <= 60 s and predicted no
@@ -11,7 +11,8 @@ uniform modes. ``search_s`` is the search alone (outer enumeration + every place
 explanation. The last lines cost Llama 3 405B's published layout (Llama 3 paper, 2024, section
 3.3.2 and Table 4: 16,384 H100s, TP 8, CP 1, PP 16, DP 128, 8K sequences, 16M tokens = 2,048
 sequences per step, micro-batch 1, interleaved pipeline with one layer less on the first and last
-stages) with the same cost model.
+stages) with the same cost model. ``cbc_s`` / ``cbc_gap``: the same search with CBC instead of
+HiGHS (the measurement behind ``--solver auto``; ``--no-compare`` skips it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import replace
 
 from autoplan.errors import AutoplanError
 from autoplan.plan.api import estimate_problem, make_problem, solve_problem
+from autoplan.plan.ilp import resolve_solver
 from autoplan.plan.plan import Layout
 from autoplan.plan.search import SearchOptions, search
 
@@ -47,10 +49,12 @@ def main() -> None:
     ap.add_argument("--solver", default="auto", help="ILP solver: auto, highs or cbc")
     ap.add_argument("--max-vp", type=int, default=SearchOptions().max_vp,
                     help="largest number of virtual pipeline stages searched (more: a larger outer space)")
+    ap.add_argument("--no-compare", action="store_true", help="skip the same searches with CBC")
     args = ap.parse_args()
     base = SearchOptions(solver=args.solver, max_vp=args.max_vp)
+    compare = not args.no_compare and resolve_solver(args.solver) == "highs"
     print(f"{'model':<11} {'gpus':>6} {'batch':>6} {'recompute':<9} {'layouts':>8} {'pruned':>7} {'ILPs':>5} "
-          f"{'search_s':>9} {'solve_s':>8} {'gap':>7} {'step_s':>8}  chosen layout  [target]")
+          f"{'search_s':>9} {'solve_s':>8} {'gap':>7} {'cbc_s':>7} {'cbc_gap':>7} {'step_s':>8}  chosen layout  [target]")
     missed = []
     for model, cluster, batch, target in CASES:
         pb = make_problem(model, cluster, batch)
@@ -65,6 +69,11 @@ def main() -> None:
             solve_s = time.perf_counter() - t0
             s = res.solver
             step = res.best[0].predicted.step_time_s
+            cbc_s, cbc_gap = "", ""
+            if compare:
+                t0 = time.perf_counter()
+                cbc = search(pb.profile, pb.cluster, pb.train, replace(opts, solver="cbc")).solver
+                cbc_s, cbc_gap = f"{time.perf_counter() - t0:.2f}", f"{cbc.gap * 100:.2f}%"
             notes = []
             if target is not None:
                 ok = search_s <= target and s.gap <= 0.01
@@ -80,7 +89,8 @@ def main() -> None:
                 uniform_step = step
             print(f"{model:<11} {pb.cluster.world_size:>6} {batch:>6} {'per-layer' if per_layer else 'uniform':<9} "
                   f"{s.layouts_considered:>8} {s.layouts_pruned:>7} {s.ilps_solved:>5} {search_s:>9.2f} "
-                  f"{solve_s:>8.2f} {s.gap * 100:>6.2f}% {step:>8.3f}  {plan.layout.short()}  [{'; '.join(notes)}]",
+                  f"{solve_s:>8.2f} {s.gap * 100:>6.2f}% {cbc_s:>7} {cbc_gap:>7} {step:>8.3f}  {plan.layout.short()}  "
+                  f"[{'; '.join(notes)}]",
                   flush=True)
         if model == "llama3-405b":
             missed += published_llama(pb, base, best_step=step)
