@@ -22,6 +22,25 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers or a cluster's links (writes JSON).")
 app.add_typer(profile_app, name="profile")
 
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            typer.echo(f"autoplan {version('autoplan')}")
+        except PackageNotFoundError:
+            typer.echo("autoplan (not installed: no package metadata)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    _version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                  help="print autoplan's version and exit"),
+) -> None:
+    """Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a PyTorch model.
+    profile -> solve -> run; `autoplan demo` does all three on this machine."""
+
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
               "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len), a model profile JSON, "
               "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights) "
@@ -31,7 +50,8 @@ PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (F
                       "PP across nodes); --layout fields override it")
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
-               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy)")
+               "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy) "
+               "stage_blocks(estimate: blocks per pipeline chunk, e.g. 5/6/6/5)")
 
 
 def _err(msg: str) -> None:
@@ -93,18 +113,38 @@ def profile_model_cmd(
     repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
     warmup: int = typer.Option(2, help="untimed warm-up iterations"),
     threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
+    nproc: Optional[str] = typer.Option(None, "--nproc", help="also measure inside real process groups of N local "
+                                        "processes working at once, e.g. 4 or 2,4: TP blocks through DTensor with "
+                                        "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
+                                        "parameters, contention for shared cores; solve then costs layouts on an "
+                                        "N-device cluster from these figures (recommended: the size you train on)"),
+    as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes."""
     from autoplan.profile.layers import profile_model
+    worlds = _int_list(nproc, "--nproc") if nproc is not None else ()
+    mbs_list = _int_list(mbs, "--mbs")
     with _progress("profiling layers") as update:
-        prof = profile_model(model, mbs_list=_int_list(mbs, "--mbs"), tp_list=_int_list(tp, "--tp"),
+        prof = profile_model(model, mbs_list=mbs_list, tp_list=_int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              progress=lambda e: update(e.done, e.total, e.what))
+    if worlds:
+        from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+        cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup)
+        for world in worlds:
+            with _progress(f"in groups of {world} processes") as update:
+                timings, env = profile_in_groups(cfg, world, progress=update)
+            add_group_timings(prof, timings, env)
     prof.save(out)
     blk = prof.kinds.get("block")
+    t = blk.timing(min(mbs_list), 1) if blk else None
+    if as_json:
+        typer.echo(json.dumps({"out": str(out), "layers": len(prof.layers), "params": prof.total_params(),
+                               "block": None if t is None else {"mbs": t.mbs, "forward_s": t.forward_s,
+                                                                "backward_s": t.backward_s}}, indent=2))
+        return
     summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params"
-    if blk:
-        t = blk.timing(min(_int_list(mbs, "--mbs")), 1)
+    if t:
         summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
     typer.echo(summary)
 
@@ -117,6 +157,8 @@ def profile_cluster_cmd(
     memory_per_device: Optional[str] = typer.Option(None, help="memory budget per device, e.g. 512MiB (CPU)"),
     max_size: str = typer.Option("4MiB", help="largest message size measured"),
     repeats: int = typer.Option(5, help="timed repeats per size (median kept)"),
+    as_json: bool = typer.Option(False, "--json", help="print {out, world_size, memory_per_device_bytes, "
+                                                       "all_reduce: {...}} as JSON"),
 ) -> None:
     """Measure all-reduce, all-gather, reduce-scatter and send/recv; fit latency and bandwidth.
 
@@ -142,6 +184,14 @@ def profile_cluster_cmd(
                                  repeats=repeats, progress=lambda e: update(e.done, e.total, e.what))
     cl.save(out)
     ar = cl.links["intra_node"].get("all_reduce", {})
+    if as_json:
+        fit = ar[max(ar)] if ar else None
+        typer.echo(json.dumps({"out": str(out), "world_size": cl.world_size, "num_nodes": cl.num_nodes,
+                               "memory_per_device_bytes": cl.device.memory_bytes,
+                               "all_reduce": None if fit is None else {
+                                   "group_size": max(ar), "latency_s": fit.latency_s,
+                                   "bandwidth_bytes_per_s": fit.bandwidth_bytes_per_s}}, indent=2))
+        return
     line = f"wrote {out}: {cl.world_size} devices, {cl.device.memory_bytes / 2**20:.0f} MiB each"
     if ar:
         g = max(ar)
@@ -247,12 +297,11 @@ def estimate(
     """Predict the step time and memory of one given layout, with the same cost model as solve.
 
     When the layout gives no stages, the solver's partitioner places the layers for those degrees."""
-    from autoplan.plan.api import complete_layout, estimate_problem, make_problem
+    from autoplan.plan.api import estimate_problem, given_layout, make_problem
     from autoplan.plan.plan import parse_layout_constraints
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
-    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
-                                                     global_batch))
+    lay, pred = estimate_problem(pb, given_layout(pb, parse_layout_constraints(layout)))
     if as_json:
         typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
         return
@@ -275,6 +324,8 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="draw predicted against measured step time and memory "
+                                                            "into this .png or .svg (needs matplotlib)"),
 ) -> None:
     """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
     from autoplan.errors import InputError
@@ -282,12 +333,20 @@ def validate(
     from autoplan.validate import fidelity, fit_calibration, print_table, validate as do_validate
     if steps < 1 or warmup < 0:
         raise InputError("--steps must be >= 1 and --warmup >= 0")
+    if plot is not None:
+        from autoplan.draw import check_out_path
+        check_out_path(plot)
     pb = make_problem(model, cluster, global_batch, optimizer=optimizer,
                       memory_per_device_bytes=_parse_bytes(memory_per_device))
     if pb.cluster.source == "catalogue":
         raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
     say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
     runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say)
+    if plot is not None:
+        from autoplan.draw import draw_validation
+        draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",
+                        budget_bytes=pb.cluster.device.memory_bytes)
+        typer.echo(f"wrote {plot}", err=True)
     if as_json:
         typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
     else:
@@ -303,10 +362,78 @@ def validate(
         prof = ClusterProfile.load(cluster)
         prof.calibration = cal
         prof.save(cluster)
-        typer.echo(f"calibrated {cluster}: compute x{cal.compute_scale:.3f}, TP communication x{cal.tp_comm_scale:.3f}, "
-                   f"other communication x{cal.comm_scale:.3f}, "
-                   f"+{cal.step_overhead_s * 1e3:.1f} ms per step, +{cal.memory_overhead_bytes / 2**20:.1f} MiB per device",
-                   err=as_json)
+        typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
+
+
+# --------------------------------------------------------------------------------------------
+# export / show
+# --------------------------------------------------------------------------------------------
+
+@app.command("export")
+def export_cmd(
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM arguments), torchtitan (TOML job config), "
+                                             "deepspeed (JSON config) or accelerate (YAML config)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the file here (default: print it)"),
+    as_json: bool = typer.Option(False, "--json", help="print {framework, format, config, warnings, text} as JSON"),
+) -> None:
+    """Write the plan as another framework's configuration.
+
+    What the framework cannot express is refused (exit 2) or approximated with a warning on stderr
+    that says what changes."""
+    from autoplan.export import export_plan
+    from autoplan.plan.plan import Plan
+    exp = export_plan(Plan.load(plan), to, str(plan))
+    for w in exp.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    if out:
+        exp.save(out)
+    if as_json:
+        typer.echo(json.dumps(exp.to_dict(), indent=2))
+    elif out:
+        typer.echo(f"wrote {out} ({exp.framework} {exp.format})", err=True)
+    else:
+        typer.echo(exp.text, nl=False)
+
+
+@app.command()
+def show(
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    out: Optional[Path] = typer.Option(None, "--out", help="picture to write, .png or .svg (default: PLAN with .png)"),
+    model: Optional[str] = typer.Option(None, "--model", help="the model profile or spec, if not where the plan says"),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="the cluster profile or spec, if not where the plan says"),
+    memory_per_device: Optional[str] = typer.Option(None, help="the memory budget solve was given, if it was overridden"),
+    as_json: bool = typer.Option(False, "--json", help="print the drawn data (timeline bars, memory per rank) as JSON"),
+) -> None:
+    """Draw the plan: each pipeline rank's step timeline and memory against the budget (from the cost model).
+
+    The timeline runs the plan's schedule (GPipe, 1F1B, interleaved) on the cost model's per-chunk
+    costs: forward, recompute and backward of every micro-batch, pipeline sends, bubble, DP sync,
+    optimizer. The memory bars stack parameters + gradients + optimizer state, activations, pipeline
+    buffers and workspace for each pipeline rank."""
+    from autoplan.draw import check_out_path, draw_plan
+    from autoplan.plan.figures import plan_figures
+    from autoplan.plan.plan import Plan
+    out = out or plan.with_suffix(".png")
+    check_out_path(out)
+    fig = plan_figures(Plan.load(plan), model=model, cluster=cluster,
+                       memory_per_device_bytes=_parse_bytes(memory_per_device))
+    for n in fig.notes:
+        typer.echo(f"note: {n}", err=True)
+    draw_plan(fig, out)
+    tl = fig.timeline
+    if as_json:
+        from dataclasses import asdict
+        typer.echo(json.dumps({"out": str(out), "layout": fig.layout.to_dict(), "predicted": fig.predicted.to_dict(),
+                               "timeline": {"step_time_s": tl.step_time_s, "pipeline_s": tl.pipeline_s,
+                                            "model_pipeline_s": tl.model_pipeline_s,
+                                            "bars": [asdict(b) for b in tl.bars]},
+                               "memory_by_rank_bytes": fig.memory_by_rank_bytes, "budget_bytes": fig.budget_bytes,
+                               "notes": fig.notes}, indent=2))
+        return
+    typer.echo(f"wrote {out}: {fig.layout.short()}, step {tl.step_time_s * 1e3:.3f} ms drawn "
+               f"(predicted {fig.predicted.step_time_s * 1e3:.3f} ms), peak memory "
+               f"{max(sum(d.values()) for d in fig.memory_by_rank_bytes) / 2**20:.1f} MiB of {fig.budget_bytes / 2**20:.0f} MiB")
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,26 +477,51 @@ def demo(
                               global_batch=global_batch, steps=steps, workdir=workdir))
 
 
+def _click_exceptions():
+    """The module of the click exceptions that typer raises: ``click.exceptions`` up to typer 0.25, typer's own
+    vendored copy from 0.26. Found through typer's public ``BadParameter`` (a click ``UsageError``) so that both
+    work without importing either private module by name."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def _usage_error(e) -> None:
+    """click's usage line and help hint, then one ``error:`` line (click itself would write ``Error:``)."""
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        typer.echo(ctx.get_usage(), err=True)
+        if ctx.help_option_names:
+            typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+    _err(" ".join(e.format_message().split()))
+
+
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point: AutoplanError -> one line and exit 2; Ctrl-C -> exit 130."""
+    """Entry point: AutoplanError or a usage error -> one ``error:`` line and exit 2; Ctrl-C -> exit 130;
+    otherwise the command's exit code (``run`` passes on the workers')."""
+    clicks = _click_exceptions()
     try:
-        app(args=argv, standalone_mode=False)
+        # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
+        # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
+        code = app(args=argv, standalone_mode=False)
     except AutoplanError as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         sys.exit(2)
-    except KeyboardInterrupt:
-        _err("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
     except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+        code = e.exit_code
+    except clicks.UsageError as e:  # unknown option or command, missing or malformed value, bad choice
+        if isinstance(e, getattr(clicks, "NoArgsIsHelpError", ())):  # bare `autoplan`: the help, as click shows it
+            if e.format_message().strip():      # typer's rich help is already printed, the message is empty
+                e.show()
+            sys.exit(e.exit_code)
+        _usage_error(e)
+        sys.exit(2)
+    except clicks.ClickException as e:  # e.g. a file option that cannot be opened
+        _err(" ".join(e.format_message().split()))
+        sys.exit(2)
+    if code == 130:     # typer >= 0.26 turns Ctrl-C into Exit(130); click into Abort
+        _err("interrupted")
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """``autoplan demo``: the whole pipeline, real and small, on this machine's CPU.
 
-1. profile the model's layers (torch, this CPU)
+1. profile the model's layers (torch, this CPU): alone, then inside real groups of NPROC processes
+   working at once (TP blocks through DTensor, ZeRO-3 blocks through FSDP2)
 2. profile NPROC local gloo processes (collectives, alpha-beta fits), each with a memory budget
 3. solve (pulp ILP) under that budget, so the budget decides between DP, ZeRO, TP and PP
 4. train a few steps with the chosen plan under torchrun and compare predicted with measured
@@ -48,6 +49,7 @@ def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: 
 
 
 def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: int, steps: int, workdir: Path) -> int:
+    from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
     from autoplan.plan.api import Problem, solve_problem
     from autoplan.plan.cost import TrainingConfig
     from autoplan.profile.layers import profile_model
@@ -62,10 +64,23 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
 
     say(f"[1/4] profiling {model} layers on this CPU ...")
     prof = profile_model(model, mbs_list=(1, 2, 4), repeats=3, threads=1)
-    prof.save(workdir / "model.json")
     blk = prof.kinds["block"].timing(1, 1)
-    say(f"      block fwd {blk.forward_s * 1e3:.2f} ms, bwd {blk.backward_s * 1e3:.2f} ms, "
-        f"saves {blk.saved_activation_bytes / 2**20:.2f} MiB at mbs 1 -> {workdir / 'model.json'}")
+    say(f"      block fwd {blk.forward_s * 1e3:.2f} ms, bwd {blk.backward_s * 1e3:.2f} ms alone, "
+        f"saves {blk.saved_activation_bytes / 2**20:.2f} MiB at mbs 1")
+    say(f"      the same inside groups of {nproc} processes working at once (TP via DTensor, ZeRO-3 via FSDP2) ...")
+    timings, env = profile_in_groups(GroupProfileConfig(spec=model, mbs_list=(1, 2, 4)), nproc)
+    add_group_timings(prof, timings, env)
+    prof.save(workdir / "model.json")
+    kind = prof.kinds["block"]
+    alone = kind.group_timing(1, world=nproc)
+    tps = sorted({g.tp for g in kind.group_timings if g.tp > 1})
+    if alone is not None:
+        parts = [f"{(alone.forward_s + alone.backward_s) * 1e3:.1f} ms with every process busy"]
+        for t in tps:
+            g = kind.group_timing(1, world=nproc, tp=t)
+            if g is not None:
+                parts.append(f"{(g.forward_s + g.backward_s) * 1e3:.1f} ms in a TP group of {t}")
+        say(f"      block fwd+bwd at mbs 1: {', '.join(parts)} -> {workdir / 'model.json'}")
 
     say(f"[2/4] profiling {nproc} local processes (gloo collectives) ...")
     cl = profile_cluster(nproc, memory_per_device_bytes=mem)

@@ -24,6 +24,7 @@ from autoplan.plan.cost import evaluate, layer_costs
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
 from autoplan.plan.search import SearchOptions, outer_layouts, place
 from autoplan.profile.formats import Calibration
+from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
 
 
 @dataclass
@@ -32,6 +33,8 @@ class Measured:
     peak_memory_bytes: int
     step_times_s: list[float]
     peak_memory_per_rank_bytes: list[int]
+    foreign_cores: float = 0.0
+    """CPU cores other programs used on average while this was measured (see autoplan.profile.quiet)"""
 
 
 @dataclass
@@ -46,7 +49,8 @@ class Run:
                "measured": None if self.measured is None else {
                    "step_time_s": self.measured.step_time_s, "peak_memory_bytes": self.measured.peak_memory_bytes,
                    "step_times_s": self.measured.step_times_s,
-                   "peak_memory_per_rank_bytes": self.measured.peak_memory_per_rank_bytes}}
+                   "peak_memory_per_rank_bytes": self.measured.peak_memory_per_rank_bytes,
+                   "foreign_cores": self.measured.foreign_cores}}
         if self.error:
             out["error"] = self.error
         return out
@@ -93,13 +97,24 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
         out_path.unlink()
     cmd = torchrun_command(plan_path, measure.__file__,
                            ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
-    for attempt in range(2):     # one retry: a local rendezvous can lose a race for its port
+    transient_retries = 1       # a local rendezvous can lose a race for its port
+    busy_retries = 2            # the machine was busy with other programs: measure again
+    attempt = 0
+    while True:
+        load = ForeignLoad().start()
+        cpu0 = children_cpu_s()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        foreign = load.stop(children_cpu_s() - cpu0)
         (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr)
+        attempt += 1
         if proc.returncode == 0 and out_path.exists():
-            break
-        if any(l.strip().startswith("error:") for l in proc.stderr.splitlines()):
+            if foreign <= FOREIGN_CORES_LIMIT or busy_retries == 0:
+                break
+            busy_retries -= 1
+            continue
+        if any(l.strip().startswith("error:") for l in proc.stderr.splitlines()) or transient_retries == 0:
             break                # a refusal (bad plan), not a transient failure
+        transient_retries -= 1
     if proc.returncode != 0 or not out_path.exists():
         text = (proc.stderr + proc.stdout).splitlines()
         lines = [l for l in text if l.strip().startswith("error:")]
@@ -110,7 +125,8 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     d = read_json(out_path, "measurement")
     return Measured(step_time_s=float(d["median_step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),
                     step_times_s=[float(x) for x in d["step_times_s"]],
-                    peak_memory_per_rank_bytes=[int(x) for x in d["peak_memory_per_rank_bytes"]])
+                    peak_memory_per_rank_bytes=[int(x) for x in d["peak_memory_per_rank_bytes"]],
+                    foreign_cores=round(foreign, 3))
 
 
 def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = 4, warmup: int = 2,
@@ -183,34 +199,83 @@ def fidelity(runs: list[Run]) -> Fidelity:
                     chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under)
 
 
-def fit_calibration(runs: list[Run], current: Calibration) -> Calibration:
-    """Non-negative least-squares fit (of relative error) of measured step time against the
-    predicted terms::
+CALIBRATION_RIDGE = 0.05
+"""weight of the prior that every calibration scale is 1 (the measured profile is right), against
+the squared relative errors of the runs: a scale moves away from 1 only as far as the runs pay for
+it, so a term that a few runs barely inform cannot swing (out of sample) to x15"""
+
+
+def calibration_terms(runs: list["Run"]) -> list[str]:
+    """The terms a calibration fits to ``runs``: compute, one TP-communication term per TP degree
+    that at least two runs inform (``tp_comm@t``; the other degrees share ``tp_comm``), pipeline
+    sends, data-parallel synchronisation, and a per-step overhead."""
+    per_degree: dict[int, int] = {}
+    for r in runs:
+        if r.predicted.breakdown_s.get("tp_comm", 0) > 0:
+            per_degree[r.layout.tp] = per_degree.get(r.layout.tp, 0) + 1
+    own = sorted(t for t, n in per_degree.items() if n >= 2)
+    shared = any(n < 2 for n in per_degree.values())
+    return (["compute"] + [f"tp_comm@{t}" for t in own] + (["tp_comm"] if shared else [])
+            + ["pp_p2p", "dp_sync", "overhead"])
+
+
+def _raw_terms(r: "Run", current: Calibration, names: list[str]) -> list[float]:
+    """A run's predicted terms with ``current`` undone, in the order of ``names``."""
+    b = r.predicted.breakdown_s
+    out = []
+    for n in names:
+        if n == "compute":
+            comp = b.get("compute", 0) + b.get("recompute", 0) + b.get("bubble", 0) + b.get("optimizer", 0)
+            out.append(comp / current.compute_scale)
+        elif n.startswith("tp_comm"):
+            t = int(n.split("@")[1]) if "@" in n else None
+            mine = (t == r.layout.tp) if t is not None else f"tp_comm@{r.layout.tp}" not in names
+            out.append(b.get("tp_comm", 0) / current.tp_scale(r.layout.tp) if mine else 0.0)
+        elif n == "pp_p2p":
+            out.append(b.get("pp_p2p", 0) / current.comm_scale)
+        elif n == "dp_sync":
+            out.append(b.get("dp_sync", 0) / current.dp_sync_scale)
+        else:
+            out.append(1.0)
+    return out
+
+
+def fit_calibration(runs: list[Run], current: Calibration, *, ridge: float = CALIBRATION_RIDGE) -> Calibration:
+    """Fit the cost model's correction factors to measured runs (relative error, non-negative)::
 
         measured ≈ compute_scale * (compute + recompute + bubble + optimizer)
-                   + tp_comm_scale * tp_comm + comm_scale * (pp_p2p + dp_sync) + step_overhead_s
+                   + tp_scale(t) * tp_comm + comm_scale * pp_p2p + dp_sync_scale * dp_sync
+                   + step_overhead_s
 
-    (the bubble is idle compute time, so it scales with compute), against the raw terms (the
-    current calibration undone); and memory: the per-device overhead that makes no run
-    under-predicted. A scale the runs cannot inform (its term is zero in every run) stays 1."""
+    against the raw terms (the current calibration undone); ``tp_scale(t)`` is fitted per TP degree
+    where at least two runs have that degree (:func:`calibration_terms`). Each run weighs
+    1/measured (relative error, so fast layouts count as much as slow ones), and a prior of weight
+    ``ridge`` holds every scale near 1 (:data:`CALIBRATION_RIDGE`). The bubble is idle compute time,
+    so it scales with compute. Memory: the per-device overhead that makes no run under-predicted.
+    A scale the runs cannot inform (its term is zero in every run) stays 1."""
     ok = [r for r in runs if r.measured is not None]
     if len(ok) < 4:
         raise InputError(f"calibration needs at least 4 measured layouts, got {len(ok)}")
+    names = calibration_terms(ok)
     rows, ys = [], []
     for r in ok:
-        b = r.predicted.breakdown_s
-        comp = b.get("compute", 0) + b.get("recompute", 0) + b.get("bubble", 0) + b.get("optimizer", 0)
-        row = (comp / current.compute_scale, b.get("tp_comm", 0) / current.tp_comm_scale,
-               (b.get("pp_p2p", 0) + b.get("dp_sync", 0)) / current.comm_scale, 1.0)
-        # relative error: each run weighs 1/measured, so fast layouts count as much as slow ones
         w = 1.0 / r.measured.step_time_s
-        rows.append(tuple(x * w for x in row))
+        rows.append(tuple(x * w for x in _raw_terms(r, current, names)))
         ys.append(1.0)
-    a, t, c, o = _nnls(rows, ys)
+    informed = [any(row[k] > 0 for row in rows) for k in range(len(names))]
+    prior = math.sqrt(ridge)
+    for k, n in enumerate(names):            # the prior: scale k is 1 (the overhead: 0)
+        if n != "overhead" and informed[k] and prior > 0:
+            rows.append(tuple(prior if j == k else 0.0 for j in range(len(names))))
+            ys.append(prior)
+    x = dict(zip(names, _nnls(rows, ys)))
+    scale = {n: (x[n] if informed[k] and x[n] > 0 else 1.0) for k, n in enumerate(names)}
     mem_gap = max(r.measured.peak_memory_bytes - (r.predicted.peak_memory_bytes - current.memory_overhead_bytes)
                   for r in ok)
-    return replace(current, compute_scale=a or 1.0, tp_comm_scale=t or 1.0, comm_scale=c or 1.0,
-                   step_overhead_s=o, memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
+    return replace(current, compute_scale=scale["compute"], tp_comm_scale=scale.get("tp_comm", 1.0),
+                   tp_comm_scale_by_degree={int(n.split("@")[1]): v for n, v in scale.items() if "@" in n},
+                   comm_scale=scale["pp_p2p"], dp_sync_scale=scale["dp_sync"],
+                   step_overhead_s=x["overhead"], memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
 
 
 def _nnls(rows: list[tuple[float, ...]], ys: list[float]) -> tuple[float, ...]:
@@ -261,6 +326,8 @@ def print_table(runs: list[Run], out=sys.stdout) -> None:
             print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f}  failed: {r.error}", file=out)
             continue
         err = (r.predicted.step_time_s - r.measured.step_time_s) / r.measured.step_time_s
+        busy = (f"  (busy machine: other programs used {r.measured.foreign_cores:.2f} cores)"
+                if r.measured.foreign_cores > FOREIGN_CORES_LIMIT else "")
         print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f} {r.measured.step_time_s:>8.3f} "
               f"{err * 100:>+6.1f}% {r.predicted.peak_memory_bytes / 2**20:>9.1f} "
-              f"{r.measured.peak_memory_bytes / 2**20:>9.1f}", file=out)
+              f"{r.measured.peak_memory_bytes / 2**20:>9.1f}{busy}", file=out)

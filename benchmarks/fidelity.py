@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import TrainingConfig, evaluate
 from autoplan.plan.search import SearchOptions
@@ -34,10 +35,19 @@ from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
 from autoplan.validate import Measured, Run, fidelity, fit_calibration, measure_layout, print_table
 
-LAYOUTS = {  # world size -> layouts to measure (the solver's choice is added)
-    4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
-        "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
-    2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"],
+SETS = {
+    # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
+    "default": dict(model="gpt-small", global_batch=8, layouts={  # world size -> layouts (+ the solver's choice)
+        4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
+            "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
+        2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"]}),
+    # a workload nobody tuned for: another shape (6 wider SwiGLU blocks with grouped-query attention,
+    # a larger vocabulary, shorter sequences), another batch, a world size of 3, ZeRO-2, TP without SP,
+    # mbs > 1 and three virtual stages
+    "holdout": dict(model=str(Path(__file__).parent / "shapes" / "holdout-swiglu.json"), global_batch=12, layouts={
+        4: ["dp=4,zero=0", "dp=2,tp=2,sp=0", "tp=2,pp=2,sp=1", "dp=2,pp=2,mbs=2", "pp=4,mbs=1", "dp=4,zero=3,mbs=3"],
+        3: ["dp=3,zero=0", "pp=3,mbs=1", "dp=3,zero=2,mbs=2"],
+        2: ["tp=2,sp=1", "pp=2,vp=3,mbs=1,schedule=interleaved", "dp=2,zero=3"]}),
 }
 
 
@@ -63,15 +73,23 @@ def report(title: str, runs: list[Run]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="gpt-small")
-    ap.add_argument("--global-batch", type=int, default=8)
+    ap.add_argument("--set", choices=sorted(SETS), default="default",
+                    help="which workload: the one the model was developed on, or a held-out one")
+    ap.add_argument("--model", default=None, help="model spec (default: the set's)")
+    ap.add_argument("--global-batch", type=int, default=None, help="default: the set's")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="autoplan-fidelity-")))
+    ap.add_argument("--alone-only", action="store_true",
+                    help="profile layers on one process alone only (the sum-of-parts model), not inside groups")
     ap.add_argument("--reuse", action="store_true",
                     help="re-read the profiles and measurements of an earlier run in --workdir (no new runs)")
     args = ap.parse_args()
+    chosen_set = SETS[args.set]
+    args.model = args.model or chosen_set["model"]
+    args.global_batch = args.global_batch or chosen_set["global_batch"]
+    LAYOUTS = chosen_set["layouts"]
     t_start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)
     saved = args.workdir / "runs.json"
@@ -80,6 +98,11 @@ def main() -> None:
     else:
         print(f"profiling {args.model} layers ...", flush=True)
         prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
+        if not args.alone_only:
+            for world in LAYOUTS:
+                print(f"profiling {args.model} layers inside groups of {world} processes ...", flush=True)
+                timings, env = profile_in_groups(GroupProfileConfig(spec=args.model, mbs_list=(1, 2, 4)), world)
+                add_group_timings(prof, timings, env)
         prof.save(args.workdir / "model.json")
     old = read_json(saved, "runs") if args.reuse else {}
     train = TrainingConfig(global_batch=args.global_batch, precision="fp32", optimizer="adamw")
@@ -139,9 +162,7 @@ def main() -> None:
         cal = fit_calibration(others, Calibration())
         after[w][i] = repredict(problems[w], [runs_by_world[w][i]], cal)[0]
     full = fit_calibration([r for w in runs_by_world for r in runs_by_world[w]], Calibration())
-    print(f"\ncalibration fitted to all layouts: compute x{full.compute_scale:.3f}, TP communication "
-          f"x{full.tp_comm_scale:.3f}, other communication x{full.comm_scale:.3f}, "
-          f"+{full.step_overhead_s * 1e3:.1f} ms per step, +{full.memory_overhead_bytes / 2**20:.1f} MiB per device")
+    print(f"\ncalibration fitted to all layouts: {full.summary()}")
     # the calibrated solver's choice, measured if it is new
     chosen_after = {}
     for w, pb in problems.items():

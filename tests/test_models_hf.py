@@ -78,7 +78,9 @@ def test_gpt2_linear_conversion_matches_conv1d() -> None:
 
 def test_specs_and_shapes() -> None:
     assert hf_shape("hf:llama-tiny").to_dict() == {"name": "hf:llama-tiny", "layers": 4, "hidden": 64, "heads": 4,
-                                                    "kv_heads": 2, "ffn_hidden": 128, "vocab": 256, "seq_len": 32}
+                                                    "kv_heads": 2, "ffn_hidden": 128, "vocab": 256, "seq_len": 32,
+                                                    "mlp": "swiglu"}
+    assert hf_shape("hf:gpt2-tiny").mlp == "gelu"
     assert hf_shape("hf:gpt2-tiny,layers=2,seq_len=16").layers == 2
     cfg = hf_config("hf:gpt2")
     assert (cfg.n_layer, cfg.n_embd, cfg.tie_word_embeddings) == (12, 768, False)

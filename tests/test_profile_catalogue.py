@@ -29,7 +29,8 @@ def test_catalogue_entries(name):
 
 def test_catalogue_figures_follow_the_datasheets():
     a100 = catalogue_cluster("dgx-a100-80gb:1")
-    assert a100.device.compute_flops_per_s == pytest.approx(312e12 * 0.7)
+    # the measured large-GEMM rate (Maximum Achievable Matmul FLOPS: 271.2 of 312 TFLOP/s)
+    assert a100.device.compute_flops_per_s == pytest.approx(271.2e12)
     assert a100.device.memory_bytes == 80 * 10 ** 9
     assert "inter_node" not in a100.links
     # 8 GPUs, large message: bus bandwidth equals the measured 235 GB/s
@@ -59,7 +60,7 @@ def test_catalogue_names_known_entries_and_bare_name_is_one_node():
 def test_analytic_gpt3_175b():
     shape = BUILTIN_SHAPES["gpt3-175b"]
     cluster = catalogue_cluster("dgx-a100-80gb:128")
-    prof = analytic_model_profile(shape, cluster)
+    prof = analytic_model_profile(shape, cluster, stack="megatron-lm-2022")   # Korthikanti's activations
     assert prof.source == "analytic" and prof.precision == "bf16"
     assert prof.total_params() == pytest.approx(175e9, rel=0.02)
     s, h, a = shape.seq_len, shape.hidden, shape.heads
@@ -69,10 +70,12 @@ def test_analytic_gpt3_175b():
     assert t1.saved_activation_bytes == pytest.approx(s * h * (34 + 5 * a * s / h), rel=1e-6)
     t8 = block.timing(1, 8)
     assert t8.saved_activation_bytes == pytest.approx(s * h * (10 + 24 / 8 + 5 * a * s / (h * 8)), rel=1e-6)
-    assert t8.forward_s == pytest.approx(t1.forward_s / 8)
-    assert t1.backward_s == pytest.approx(2 * t1.forward_s)
-    # 24*s*h^2*(1+s/6h) FLOPs at 0.7 x 312 TFLOP/s: about 35 ms per block per sequence
-    assert 0.02 < t1.forward_s < 0.05
+    # a TP shard runs its smaller GEMMs less efficiently: slower than 1/8 of the whole block
+    assert t1.forward_s / 8 < t8.forward_s < t1.forward_s / 6
+    assert 1.9 * t1.forward_s < t1.backward_s < 2.3 * t1.forward_s
+    # 24*s*h^2*(1+s/6h) FLOPs, about 271 TFLOP/s for the GEMMs, flash attention, elementwise bytes,
+    # at the A100's sustained fraction: 25-50 ms per block per sequence
+    assert 0.025 < t1.forward_s < 0.05
     assert t1.output_bytes == s * h * 2
     assert block.param_bytes == 2 * block.param_count
     assert prof.optimizer_step_s_per_param > 0

@@ -28,8 +28,10 @@ def test_validate_cli_json_matches_the_contract(tmp_path):
     assert prof.returncode == 0, prof.stderr
     proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(model), "--cluster",
                            str(cluster), "--global-batch", "4", "--top-k", "2", "--steps", "1", "--warmup", "1",
-                           "--json", "--optimizer", "sgd"], capture_output=True, text=True, timeout=300)
+                           "--json", "--optimizer", "sgd", "--plot", str(tmp_path / "validate.png")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "validate.png").read_bytes()[:4] == b"\x89PNG"
     out = json.loads(proc.stdout)
     assert out["chosen"] == 0 and len(out["runs"]) == 2
     for run in out["runs"]:
@@ -39,8 +41,8 @@ def test_validate_cli_json_matches_the_contract(tmp_path):
         assert run["layout"]["dp"] * run["layout"]["tp"] * run["layout"]["pp"] == 2
 
 
-def _run(pred_s: float, meas_s: float, terms: dict, pred_mem: int = 100, meas_mem: int = 100) -> Run:
-    return Run(Layout(), Prediction(step_time_s=pred_s, peak_memory_bytes=pred_mem, breakdown_s=terms),
+def _run(pred_s: float, meas_s: float, terms: dict, pred_mem: int = 100, meas_mem: int = 100, tp: int = 1) -> Run:
+    return Run(Layout(tp=tp), Prediction(step_time_s=pred_s, peak_memory_bytes=pred_mem, breakdown_s=terms),
                Measured(step_time_s=meas_s, peak_memory_bytes=meas_mem, step_times_s=[meas_s],
                         peak_memory_per_rank_bytes=[meas_mem]))
 
@@ -51,13 +53,32 @@ def test_calibration_recovers_known_scales():
     runs = []
     for c, t, d in [(1, 0, 0.2), (2, 0.5, 0.1), (0.5, 1.0, 0.4), (3, 0.2, 0.0), (1.5, 0.0, 1.0)]:
         meas = truth["compute"] * c + truth["tp"] * t + truth["comm"] * d + truth["overhead"]
-        runs.append(_run(c + t + d, meas, {"compute": c, "tp_comm": t, "dp_sync": d}, pred_mem=90, meas_mem=100))
-    cal = fit_calibration(runs, Calibration())
+        runs.append(_run(c + t + d, meas, {"compute": c, "tp_comm": t, "dp_sync": d}, pred_mem=90, meas_mem=100,
+                         tp=2 if t else 1))
+    cal = fit_calibration(runs, Calibration(), ridge=0.0)
     assert cal.compute_scale == pytest.approx(1.5, rel=1e-6)
-    assert cal.tp_comm_scale == pytest.approx(3.0, rel=1e-6)
-    assert cal.comm_scale == pytest.approx(0.5, rel=1e-6)
+    assert cal.tp_scale(2) == pytest.approx(3.0, rel=1e-6)
+    assert cal.dp_sync_scale == pytest.approx(0.5, rel=1e-6)
+    assert cal.comm_scale == 1.0                       # no run has pipeline sends: stays 1
     assert cal.step_overhead_s == pytest.approx(0.2, rel=1e-6)
     assert cal.memory_overhead_bytes == 10
+    # the default prior pulls every scale towards 1, never past the truth
+    shrunk = fit_calibration(runs, Calibration())
+    assert 1.0 <= shrunk.tp_scale(2) <= 3.0 and 0.5 <= shrunk.dp_sync_scale <= 1.0
+
+
+def test_calibration_per_tp_degree():
+    """Two TP degrees with different true scales, each informed by two runs, get their own scales;
+    a degree seen once shares the pooled scale."""
+    truth = {2: 2.0, 4: 5.0, 8: 3.0}
+    runs = []
+    for c, t, tp in [(1, 0, 1), (2, 0, 1), (1, 0.5, 2), (2, 0.2, 2), (1, 0.4, 4), (0.5, 0.3, 4), (1, 0.2, 8)]:
+        meas = c + truth.get(tp, 1.0) * t if t else c
+        runs.append(_run(c + t, meas, {"compute": c, "tp_comm": t}, tp=tp))
+    cal = fit_calibration(runs, Calibration(), ridge=0.0)
+    assert cal.tp_comm_scale_by_degree == pytest.approx({2: 2.0, 4: 5.0})
+    assert cal.tp_scale(8) == pytest.approx(3.0) and cal.tp_scale(2) == pytest.approx(2.0)
+    assert cal.compute_scale == pytest.approx(1.0)
 
 
 def test_fidelity_figures():

@@ -29,6 +29,7 @@ from torch.distributed.pipelining.schedules import (
 )
 
 from autoplan.errors import LayoutError
+from autoplan.plan.plan import schedule_rule_violation
 
 
 def stage_ids(pp_rank: int, *, pp: int, vp: int) -> list[int]:
@@ -42,16 +43,11 @@ def split_model(model: nn.Module, stages: Sequence[Sequence[str]], ids: Sequence
 
 
 def check_schedule(schedule: str, *, pp: int, vp: int, n_microbatches: int) -> None:
-    """Refuse micro-batch counts the torch schedules reject (before any collective)."""
-    if pp == 1:
-        return
-    if schedule == "1f1b" and n_microbatches < pp:
-        raise LayoutError(f"schedule 1f1b needs num_microbatches >= pp, got {n_microbatches} < {pp}")
-    if schedule == "interleaved":
-        rounds = max(1, n_microbatches // pp)
-        if n_microbatches % rounds:
-            raise LayoutError(f"schedule interleaved needs num_microbatches a multiple of "
-                              f"max(1, num_microbatches // pp) = {rounds}, got {n_microbatches}")
+    """Refuse micro-batch counts the torch schedules reject (before any collective); the rules are
+    :func:`autoplan.plan.plan.schedule_rule_violation`, which the planner obeys too."""
+    why = schedule_rule_violation(schedule, pp=pp, vp=vp, num_microbatches=n_microbatches)
+    if why:
+        raise LayoutError(why)
 
 
 def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stages: int, schedule: str,

@@ -187,7 +187,8 @@ def hf_shape(spec: str) -> ModelShape:
         vals = dict(layers=c.num_hidden_layers, hidden=c.hidden_size, heads=c.num_attention_heads,
                     kv_heads=c.num_key_value_heads or c.num_attention_heads, ffn_hidden=c.intermediate_size,
                     vocab=c.vocab_size, seq_len=c.max_position_embeddings)
-    return ModelShape(name=spec, **{k: int(v) for k, v in vals.items()})
+    return ModelShape(name=spec, mlp="gelu" if arch.family == "gpt2" else "swiglu",
+                      **{k: int(v) for k, v in vals.items()})
 
 
 def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:

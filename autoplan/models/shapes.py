@@ -2,7 +2,7 @@
 
 A shape is all the planner needs to build the reference model or an analytic profile::
 
-    layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len
+    layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len [, mlp: gelu | swiglu]
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class ModelShape:
     """vocabulary size"""
     seq_len: int
     """default training sequence length s"""
+    mlp: str = "gelu"
+    """gelu: two MLP matrices, w2(gelu(w1 x)) (GPT); swiglu: three, w2(silu(w1 x) * w3 x) (Llama)"""
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len"):
@@ -41,6 +43,8 @@ class ModelShape:
                 raise InputError(f"model shape {self.name!r}: {f} must be a positive integer, got {v!r}")
         if self.hidden % self.heads:
             raise InputError(f"model shape {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}")
+        if self.mlp not in MLP_KINDS:
+            raise InputError(f"model shape {self.name!r}: mlp must be one of {', '.join(MLP_KINDS)}, got {self.mlp!r}")
         if self.heads % self.kv_heads:
             raise InputError(f"model shape {self.name!r}: heads {self.heads} not divisible by kv_heads {self.kv_heads}")
 
@@ -48,10 +52,15 @@ class ModelShape:
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
+    @property
+    def mlp_matrices(self) -> int:
+        """h x f matrices in the MLP: 2 (GeLU) or 3 (SwiGLU: gate, up, down)."""
+        return 3 if self.mlp == "swiglu" else 2
+
     def block_param_count(self) -> int:
-        """Parameters of one block: q,o (h*h each), k,v (h*kv*hd each), MLP (2*h*f), two norms."""
+        """Parameters of one block: q,o (h*h each), k,v (h*kv*hd each), MLP (2 or 3 * h*f), two norms."""
         h, kv = self.hidden, self.kv_heads * self.head_dim
-        return 2 * h * h + 2 * h * kv + 2 * h * self.ffn_hidden + 2 * h
+        return 2 * h * h + 2 * h * kv + self.mlp_matrices * h * self.ffn_hidden + 2 * h
 
     def param_count(self) -> int:
         """All parameters: embedding, blocks, final norm, untied LM head."""
@@ -66,11 +75,14 @@ class ModelShape:
         missing = [k for k in keys if k not in d]
         if missing:
             raise InputError(f"{source}: transformer shape is missing {', '.join(missing)}")
-        return cls(name=str(d.get("name", source)), **{k: d[k] for k in keys})
+        return cls(name=str(d.get("name", source)), mlp=str(d.get("mlp", "gelu")), **{k: d[k] for k in keys})
 
 
-def _s(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len) -> ModelShape:
-    return ModelShape(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len)
+MLP_KINDS = ("gelu", "swiglu")
+
+
+def _s(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len, mlp="gelu") -> ModelShape:
+    return ModelShape(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len, mlp)
 
 
 BUILTIN_SHAPES: dict[str, ModelShape] = {s.name: s for s in [
@@ -88,10 +100,15 @@ BUILTIN_SHAPES: dict[str, ModelShape] = {s.name: s for s in [
     _s("gpt3-175b", 96, 12288, 96, 96, 49152, 51200, 2048),
     # 1T: the Megatron-LM scaling table (Narayanan et al. 2021, Table 1), 128 layers, h=25600, 160 heads.
     _s("gpt-1t", 128, 25600, 160, 160, 102400, 51200, 2048),
-    # Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3); GQA with 8 KV heads.
-    _s("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
-    _s("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
-    _s("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+    # Llama 2 (Touvron et al. 2023, "Llama 2", Table 1 and the released configs): SwiGLU, vocab 32000,
+    # 4k context; 70B uses GQA with 8 KV heads.
+    _s("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, "swiglu"),
+    _s("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, "swiglu"),
+    _s("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "swiglu"),
+    # Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3); GQA with 8 KV heads, SwiGLU MLP.
+    _s("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "swiglu"),
+    _s("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, "swiglu"),
+    _s("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, "swiglu"),
 ]}
 
 

@@ -55,12 +55,17 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
+    """GeLU MLP ``w2(gelu(w1 x))``, or SwiGLU ``w2(silu(w1 x) * w3 x)`` when ``shape.mlp == "swiglu"``."""
+
     def __init__(self, shape: ModelShape):
         super().__init__()
         self.w1 = nn.Linear(shape.hidden, shape.ffn_hidden, bias=False)
         self.w2 = nn.Linear(shape.ffn_hidden, shape.hidden, bias=False)
+        self.w3 = nn.Linear(shape.hidden, shape.ffn_hidden, bias=False) if shape.mlp == "swiglu" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.w3 is not None:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
         return self.w2(F.gelu(self.w1(x)))
 
 
@@ -96,6 +101,8 @@ class Transformer(UnitModel):
         super().__init__(nn.Embedding(shape.vocab, shape.hidden), [Block(shape) for _ in range(shape.layers)],
                          Head(shape), vocab_size=shape.vocab, seq_len=shape.seq_len)
         self.shape = shape
+        if shape.mlp == "swiglu":
+            self.tp_plan = SWIGLU_TP_PLAN   # the gate w3 is column-parallel like w1
 
 
 def unit_names(shape: ModelShape) -> list[str]:
@@ -155,5 +162,8 @@ def tp_degrees_allowed(shape: ModelShape) -> list[int]:
     return [t for t in range(1, shape.heads + 1)
             if shape.heads % t == 0 and shape.kv_heads % t == 0 and shape.ffn_hidden % t == 0]
 
+
+SWIGLU_TP_PLAN = TensorParallelPlan(colwise=TP_COLWISE + ("mlp.w3",), rowwise=TP_ROWWISE,
+                                    sp_norms=("attn_norm", "mlp_norm"), sp_gather=("attn", "mlp"))
 
 Transformer.tp_plan = REFERENCE_TP_PLAN

@@ -14,7 +14,8 @@ from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import read_json
 from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
 from autoplan.plan.explain import explain, family_alternatives
-from autoplan.plan.plan import Layout, Plan, Prediction, TrainingSpec, parse_layout_constraints
+from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete_layout,  # noqa: F401
+                                 parse_layout_constraints, stages_from_block_counts)
 from autoplan.plan.search import SearchOptions, place, search
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -131,27 +132,6 @@ def estimate_problem(pb: Problem, layout: Layout) -> tuple[Layout, Prediction]:
     return layout, evaluate(pb.profile, pb.cluster, layout, pb.train, costs)
 
 
-def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
-    """A full layout from the fields the user gave. Missing: tp=1, pp=1, dp = world/(tp*pp),
-    mbs=1, num_microbatches = global_batch/(dp*mbs)."""
-    if not given:
-        raise InputError("--layout is required for estimate (e.g. dp=2,tp=2,pp=1,mbs=4)")
-    d = dict(given)
-    tp, pp = d.setdefault("tp", 1), d.setdefault("pp", 1)
-    if "dp" not in d:
-        if world % (tp * pp):
-            raise LayoutError(f"tp*pp = {tp * pp} does not divide the world size {world}")
-        d["dp"] = world // (tp * pp)
-    mbs = d.setdefault("mbs", 1)
-    if "num_microbatches" not in d:
-        if global_batch % (d["dp"] * mbs):
-            raise LayoutError(f"dp*mbs = {d['dp'] * mbs} does not divide the global batch {global_batch}")
-        d["num_microbatches"] = global_batch // (d["dp"] * mbs)
-    if d.get("vp", 1) > 1:
-        d.setdefault("schedule", "interleaved")
-    return Layout.from_dict(d, "--layout")
-
-
 def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *, precision: str | None = None,
              optimizer: str = "adamw", seq_len: int | None = None,
              memory_per_device_bytes: int | None = None) -> tuple[Layout, Prediction]:
@@ -159,4 +139,16 @@ def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *,
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=memory_per_device_bytes)
     given = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout)
-    return estimate_problem(pb, complete_layout(given, pb.cluster.world_size, pb.train.global_batch))
+    return estimate_problem(pb, given_layout(pb, given))
+
+
+def given_layout(pb: Problem, given: dict) -> Layout:
+    """``complete_layout`` for this problem, with ``stage_blocks`` (blocks per pipeline chunk, for a
+    published uneven partition) turned into stages."""
+    lay = complete_layout(given, pb.cluster.world_size, pb.train.global_batch)
+    if given.get("stage_blocks"):
+        counts = list(given["stage_blocks"])
+        if len(counts) != lay.pp * lay.vp:
+            raise LayoutError(f"stage_blocks lists {len(counts)} stages but pp*vp = {lay.pp * lay.vp}")
+        lay = lay.with_(stages=stages_from_block_counts(pb.profile.layer_names(), counts))
+    return lay

@@ -17,10 +17,44 @@ Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m
 ``overhead`` and the scale factors on compute and communication coefficients come from the
 cluster profile's calibration (``validate --calibrate``); uncalibrated they are 0 and 1.
 
+Where the coefficients come from, per layer kind, best first:
+
+- **measured inside real groups** (``autoplan profile model --nproc N``,
+  :mod:`autoplan.execute.group_profile`) for a cluster of N devices on one node: forward+backward
+  with every device working at once, TP blocks through the executor's DTensor plan with their
+  collectives (``compute`` = the unsharded in-group time / t, ``tp_comm`` = the rest: collectives,
+  waits for the slowest rank, DTensor's per-op work), ZeRO-3 blocks through FSDP2 (``dp_sync`` =
+  the extra all-gather and reduce-scatter time with copy-in/out), the optimizer step on the
+  parameters as wrapped;
+- **sum of parts** otherwise: one rank's compute measured alone (times the shared-device slowdown
+  the cluster profile measured) or derived analytically, and alpha-beta fits of isolated
+  collectives for TP, DP and pipeline communication (other group sizes, other nodes, catalogue
+  hardware).
+
+Software stack (analytic profiles only).  A profile derived for hardware one does not have
+(``profile/analytic.py``) names the training software it assumes (``profile/assumptions.py``:
+``STACKS``, autoplan's own executor by default; ``TrainingConfig.stack`` overrides it).  Its fields
+change these terms, and only for such profiles (a measured profile keeps the fully exposed model)::
+
+    activations   the stack's terms (no dropout masks, no scores under flash attention, SwiGLU)
+    sp            compute -= the residual-stream kernels sequence parallel splits by tp
+    selective     recompute = the profile's attention-core forward (0 under flash attention)
+    vocab_parallel  embed/head split by tp: one all-reduce of the hidden state (SP: gather/scatter)
+    tp_overlap    tp_comm = max(tp_comm / tp, tp_comm - compute)
+    pp_scatter_gather  send out/tp, all-gather it over the TP group on arrival (not with SP)
+    pp_overlap    p2p = 0
+    dp_overlap    each layer's collective hides behind that layer's compute of one micro-batch:
+                  exposed = max(0, collective - window); gradient reduction behind the backward,
+                  parameter gathers (ZeRO-3 every micro-batch, ZeRO-1/2 after the step) behind the forward
+    fsdp_sync_every_microbatch  reduce-scatter every micro-batch, no whole gradients kept
+    DP groups spanning nodes with k ranks per node (catalogue clusters) run hierarchically:
+                  ``hardware.hierarchical_collective_s`` (every GPU's own NIC carries 1/k of the data)
+
 For vp = 1 this is the classic (m-1)*max + sum, i.e. the (p-1)/m bubble of GPipe/1F1B for balanced
-stages; interleaving divides the bubble by vp. Data-parallel gradient synchronisation and the
-optimizer step are counted as exposed (not overlapped with backward): a conservative model that
-calibration (``validate --calibrate``) can correct.
+stages; interleaving divides the bubble by vp. For measured profiles data-parallel gradient
+synchronisation and the optimizer step are counted as exposed (not overlapped with backward): a
+conservative model that calibration (``validate --calibrate``) can correct; analytic profiles
+follow their software stack (below).
 
 Memory (bytes) of a device of pipeline rank r, following what the executor runs
 (:mod:`autoplan.execute.dp`: DDP for ZeRO-0 without TP or PP, FSDP2 ``fully_shard`` otherwise),
@@ -32,9 +66,9 @@ w, g, o the weight, gradient and optimizer-state bytes per parameter::
              = P_l * ((w + g + o)/dp              FSDP: sharded parameters, gradients, state
                       + w [zero < 3]              the gathered weights, kept from forward to backward
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
-    acts     = inflight_r * sum_l act_l           (act_l after TP/SP and recomputation)
-    inflight = 1 (no PP) | m (GPipe) | min(m, pp-r) (1F1B)
-             | min(m, ((vp-1)*pp + 2*(pp-1-r) + 1) / vp) (interleaved: torch's warm-up, m >= pp)
+    acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
+               recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
+               1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
     buffers  = boundary tensors received and sent (the executor asks the schedule not to keep the
                last stage's outputs: ``step(..., return_outputs=False)``)
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
@@ -54,6 +88,7 @@ from functools import lru_cache
 
 from autoplan.errors import InputError
 from autoplan.plan.plan import POWERSGD_RANK, Layout, Prediction
+from autoplan.profile.assumptions import STACKS, SoftwareStack
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -69,6 +104,10 @@ class TrainingConfig:
     """fp32, or bf16/fp16 mixed precision (16-bit weights/grads/activations, fp32 master + moments)"""
     optimizer: str = "adamw"
     """adamw (two fp32 moments) or sgd (no state)"""
+    stack: SoftwareStack | None = None
+    """the training software whose overlap and kernels an analytic profile assumes
+    (``profile/assumptions.py``); None: the analytic profile's own stack (its environment), and for
+    a measured profile the fully exposed model below (DP, TP and pipeline traffic not overlapped)"""
 
     def __post_init__(self) -> None:
         if self.global_batch < 1:
@@ -181,6 +220,33 @@ def _block_fractions(profile: ModelProfile) -> tuple[float, float, float]:
     return (5.0 * a * s / h) / total, 10.0 / total, s / (6.0 * h + s)
 
 
+VOCAB_KINDS = ("embed", "head")
+"""layer kinds a vocabulary-parallel stack splits over TP (not transformer blocks: never recomputed)"""
+
+
+def software_stack(profile: ModelProfile, train: TrainingConfig) -> SoftwareStack | None:
+    """The stack the costs assume: the training config's, else an analytic profile's own; None for
+    measured profiles (whose costs keep the fully exposed model)."""
+    if train.stack is not None:
+        return train.stack
+    if profile.source == "analytic":
+        return STACKS.get(str(profile.environment.get("software_stack", "")))
+    return None
+
+
+def group_ranks_per_node(stride: int, size: int, devices_per_node: int) -> int:
+    """How many members of a group of ``size`` ranks spaced ``stride`` apart share one node
+    (rank order (pp, dp, tp), tp innermost: a DP group's stride is tp)."""
+    if stride >= devices_per_node or devices_per_node % stride:
+        return 1
+    return max(1, min(size, devices_per_node // stride))
+
+
+def _exposed(comm_s: float, window_s: float, overlap: bool) -> float:
+    """What a collective adds to the step when it may overlap ``window_s`` of compute."""
+    return max(0.0, comm_s - window_s) if overlap else comm_s
+
+
 def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
                 train: TrainingConfig, recompute: str | None = None) -> dict[str, LayerCost]:
     """Coefficients of every layer for the outer part of ``layout`` (stages are ignored), every
@@ -195,7 +261,19 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
     prec_b = BYTES_PER_ELEMENT[train.precision]
     act_scale = prec_b / BYTES_PER_ELEMENT.get(profile.precision, 4)
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
+    stack = software_stack(profile, train)
+    parts = _activation_parts(profile, stack)
+    k_dp = group_ranks_per_node(tp, dp, cluster.devices_per_node)
+
+    def dp_collective(op: str, nbytes: float) -> float:
+        if stack is not None and dp_x and cluster.source == "catalogue" and k_dp > 1:
+            from autoplan.profile.hardware import hierarchical_collective_s
+            return hierarchical_collective_s(cluster, op, nbytes, dp, k_dp)
+        return collective_s(cluster, op, nbytes, dp, dp_x)
+
     by_kind: dict[str, LayerCost] = {}
+    world = in_group_world(profile, cluster)
+    f_compute, f_optimizer = composition_factors(profile, world, mbs) if world else (1.0, 1.0)
     for kind_name, kind in profile.kinds.items():
         shard = tp if kind.tp_shardable else 1
         t = kind.timing(mbs, shard)
@@ -203,79 +281,358 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
         fwd, bwd = t.forward_s, t.backward_s
         full_act = t1.saved_activation_bytes * act_scale
         out_b = t.output_bytes * act_scale
-        is_block = kind.tp_shardable   # recomputation applies to the transformer blocks
+        # recomputation applies to the transformer blocks (not a vocab-parallel embedding or head)
+        is_block = kind.tp_shardable and not (stack is not None and kind_name in VOCAB_KINDS)
         # activations per micro-batch on one TP rank
-        if shard > 1 and not layout.sp:
+        if stack is not None and is_block and parts is not None:
+            whole, split, scores = parts
+            tokens_16bit = profile.seq_len * mbs * prec_b / 2
+            act = tokens_16bit * (whole / (shard if layout.sp else 1) + split / shard + scores / shard)
+            full_act = tokens_16bit * (whole + split + scores)
+            score_frac = scores / (whole + split + scores)
+        elif stack is not None and not is_block:
+            act = t.saved_activation_bytes * act_scale
+        elif shard > 1 and not layout.sp:
             act = full_act * (unsharded_frac + (1 - unsharded_frac) / shard)
         else:
             act = full_act / shard
-        recompute = 0.0
         if mode == "selective" and is_block:
             act *= (1 - score_frac)
-            recompute = fwd * attn_flop_frac
         elif mode == "full" and is_block:
             act = out_b / (shard if layout.sp else 1)   # keep only the block input
-            recompute = fwd
-        # Megatron TP: two all-reduces of the block output in forward and two in backward; with
-        # SP each becomes an all-gather before and a reduce-scatter after a sublayer (same bytes,
-        # twice the calls, which matters where latency dominates). Full recompute repeats forward.
-        tp_comm = 0.0
-        if shard > 1:
-            n = 4 + (2 if mode == "full" and is_block else 0)
-            if layout.sp:
-                tp_comm = n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
-                               + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+        measured = _in_group_terms(kind, layout, mbs, shard, world, mode if is_block else "none",
+                                   attn_flop_frac, train.optimizer) if world else None
+        if measured is not None:
+            compute, recompute, tp_comm, optimizer = measured
+            compute, recompute, optimizer = compute * f_compute, recompute * f_compute, optimizer * f_optimizer
+            slow = 1.0      # measured with every device working at once
+            if fsdp:
+                optimizer /= dp      # unless measured under FSDP (below): the step over this rank's shard
+        else:
+            if stack is not None:
+                compute, recompute, tp_comm = _stack_terms(profile, cluster, layout, stack, kind_name, t, out_b,
+                                                           shard, tp_x, mode if is_block else "none", is_block,
+                                                           prec_b)
             else:
-                tp_comm = n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
-        p2p = 2 * cluster.collective_time_s("send_recv", out_b, 2, pp_x) if pp > 1 else 0.0
+                compute, recompute, tp_comm = _sum_of_parts(cluster, layout, fwd, bwd, out_b, shard, tp_x,
+                                                            mode if is_block else "none", attn_flop_frac)
+            opt_rate = profile.optimizer_step_s_per_param
+            if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
+                opt_rate = profile.optimizer_step_s_per_param_sgd
+            optimizer = opt_rate * kind.param_count / shard / (dp if fsdp else 1)
+            # layers are profiled alone; in training every device computes at once
+            slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
+        p2p = 0.0
+        if pp > 1:
+            send_b = out_b
+            gather = 0.0
+            if stack is not None and stack.pp_scatter_gather and shard > 1 and kind_name != "head":
+                # send 1/tp of the boundary tensor, all-gather it over NVLink on arrival (with
+                # sequence parallel the next stage takes the slice as it is)
+                send_b = out_b / shard
+                gather = 0.0 if layout.sp else collective_s(cluster, "all_gather", out_b, tp, tp_x)
+            p2p = 2 * (cluster.collective_time_s("send_recv", send_b, 2, pp_x) + gather)
+            if stack is not None and stack.pp_overlap:
+                p2p = 0.0
         params = kind.param_count / shard
         grad_bytes = params * g_b
         weight_bytes = params * w_b
+        overlap = stack is not None and stack.dp_overlap
+        fsdp_measured = _in_group_fsdp_s(kind, layout, mbs, world) if (world and fsdp and params > 0) else None
         if ddp and params > 0:
             dp_sync = ddp_sync_s(cluster, layout, params, grad_bytes, weight_bytes, _width(profile, params), dp_x)
+            if not layout.lossy and stack is not None:
+                dp_sync = _exposed(dp_collective("all_reduce", grad_bytes), bwd, overlap)
+        elif fsdp_measured is not None:
+            dp_sync, fsdp_adamw_s = fsdp_measured
+            if train.optimizer == "adamw":
+                optimizer = fsdp_adamw_s * f_optimizer
         elif fsdp and params > 0:
-            gathers = 2 * layout.num_microbatches if layout.zero == 3 else 1
-            dp_sync = (gathers * collective_s(cluster, "all_gather", weight_bytes, dp, dp_x)
-                       + collective_s(cluster, "reduce_scatter", grad_bytes, dp, dp_x))
+            ag = dp_collective("all_gather", weight_bytes)
+            rs = dp_collective("reduce_scatter", grad_bytes)
+            m = layout.num_microbatches
+            if stack is None:
+                gathers = 2 * m if layout.zero == 3 else 1
+                dp_sync = gathers * ag + rs
+            elif stack.fsdp_sync_every_microbatch:
+                # every micro-batch's backward reduce-scatters its gradients (ZeRO-3: after
+                # gathering the weights again); the weights are gathered before each forward
+                # (ZeRO-3) or once, after the optimizer step
+                bwd_ag = ag if layout.zero == 3 else 0.0
+                fwd_ags = m if layout.zero == 3 else 1
+                dp_sync = fwd_ags * _exposed(ag, fwd, overlap) + m * _exposed(bwd_ag + rs, bwd, overlap)
+            elif layout.zero == 3:
+                # gathered again before every micro-batch's forward and backward (prefetched while
+                # the previous layer computes); gradients reduce-scattered after the last backward
+                dp_sync = (m * _exposed(ag, fwd, overlap) + (m - 1) * _exposed(ag, bwd, overlap)
+                           + _exposed(ag + rs, bwd, overlap))
+            else:
+                # gradients reduce-scattered during the last backward, updated weights gathered
+                # ahead of the first forward
+                dp_sync = _exposed(rs, bwd, overlap) + _exposed(ag, fwd, overlap)
         else:
             dp_sync = 0.0
-        opt_rate = profile.optimizer_step_s_per_param
-        if train.optimizer == "sgd" and profile.optimizer_step_s_per_param_sgd > 0:
-            opt_rate = profile.optimizer_step_s_per_param_sgd
-        optimizer = opt_rate * params / (dp if fsdp else 1)
         if ddp:
             static = params * (w_b + 2 * g_b + o_b)
         elif fsdp:
-            static = params * ((w_b + g_b + o_b) / dp + (w_b if layout.zero < 3 else 0) + (g_b if accumulate else 0))
+            whole_grads = accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
+            static = params * ((w_b + g_b + o_b) / dp + (w_b if layout.zero < 3 else 0) + (g_b if whole_grads else 0))
         else:
             static = params * (w_b + g_b + o_b)
         cal = cluster.calibration
-        # layers are profiled alone; in training every device computes at once
-        slow = cluster.device.compute_slowdown if profile.source == "measured" else 1.0
         by_kind[kind_name] = LayerCost(
-            compute_s=(fwd + bwd) * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
-            tp_comm_s=tp_comm * cal.tp_comm_scale, p2p_s=p2p * cal.comm_scale,
-            dp_sync_s=dp_sync * cal.comm_scale, optimizer_s=optimizer * slow * cal.compute_scale, static_bytes=int(math.ceil(static)),
+            compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
+            tp_comm_s=tp_comm * cal.tp_scale(tp), p2p_s=p2p * cal.comm_scale,
+            dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
+            static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)))
     return {info.name: by_kind[info.kind] for info in profile.layers}
 
 
-def inflight_microbatches(layout: Layout, rank: int) -> float:
-    """Micro-batches whose activations pipeline rank ``rank`` holds at its peak."""
-    m, p, v = layout.num_microbatches, layout.pp, layout.vp
-    if p == 1:
+def _activation_parts(profile: ModelProfile, stack: SoftwareStack | None) -> tuple[float, float, float] | None:
+    """Per-token saved activations of a block under ``stack`` (analytic.block_activation_parts)."""
+    if stack is None or not profile.shape:
+        return None
+    from autoplan.models.shapes import ModelShape
+    from autoplan.profile.analytic import block_activation_parts
+    return block_activation_parts(ModelShape.from_dict(profile.shape), profile.seq_len, stack)
+
+def _stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, stack: SoftwareStack, kind_name: str,
+                 t, out_b: float, shard: int, tp_x: bool, mode: str, is_block: bool,
+                 prec_b: int) -> tuple[float, float, float]:
+    """(compute, recompute, tp_comm) per micro-batch of an analytic profile's layer under its software
+    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree.
+
+    Blocks: Megatron TP's two all-reduces of the block output in forward and two in backward (SP:
+    an all-gather and a reduce-scatter each; full recompute repeats the forward's two). A
+    vocab-parallel embedding all-reduces (SP: reduce-scatters) its output in forward, a
+    vocab-parallel head its input gradient in backward (SP: all-gather + reduce-scatter)."""
+    tp = layout.tp
+    compute = t.forward_s + t.backward_s
+    if layout.sp and shard > 1 and is_block:
+        compute -= t.sequence_parallel_saving_s
+    recompute = t.selective_recompute_s if mode == "selective" else (t.forward_s if mode == "full" else 0.0)
+    tp_comm = 0.0
+    if shard > 1 and is_block:
+        tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode)
+    elif shard > 1:
+        hidden_b = profile.seq_len * layout.mbs * int((profile.shape or {}).get("hidden", 0)) * prec_b
+        if kind_name == "head" and layout.sp:
+            tp_comm = (collective_s(cluster, "all_gather", hidden_b, tp, tp_x)
+                       + collective_s(cluster, "reduce_scatter", hidden_b, tp, tp_x))
+        else:
+            tp_comm = collective_s(cluster, "reduce_scatter" if layout.sp else "all_reduce", hidden_b, tp, tp_x)
+    if stack.tp_overlap and tp_comm > 0:
+        # collectives pipelined with the GEMMs that produce or consume them: the first of tp chunks
+        # stays exposed, and whatever the compute cannot cover
+        tp_comm = max(tp_comm / tp, tp_comm - compute)
+    return compute, recompute, tp_comm
+
+
+def _sum_of_parts(cluster: ClusterProfile, layout: Layout, fwd: float, bwd: float, out_b: float, shard: int,
+                  tp_x: bool, mode: str, attn_flop_frac: float) -> tuple[float, float, float]:
+    """(compute, recompute, tp_comm) per micro-batch from one rank's compute measured alone and the
+    alpha-beta fits of isolated collectives (the model for what was not measured in groups).
+
+    Megatron TP: two all-reduces of the block output in forward and two in backward; with SP each
+    becomes an all-gather before and a reduce-scatter after a sublayer (same bytes, twice the
+    calls, which matters where latency dominates). Full recompute repeats the forward's two."""
+    recompute = 0.0
+    if mode == "selective":
+        recompute = fwd * attn_flop_frac
+    elif mode == "full":
+        recompute = fwd
+    tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode) if shard > 1 else 0.0
+    return fwd + bwd, recompute, tp_comm
+
+
+def block_tp_comm_s(cluster: ClusterProfile, layout: Layout, out_b: float, tp_x: bool, mode: str) -> float:
+    """Megatron TP's collectives of one block per micro-batch: two all-reduces of the block output in
+    forward and two in backward (SP: an all-gather before and a reduce-scatter after each sublayer);
+    full recompute repeats the forward's two."""
+    tp = layout.tp
+    n = 4 + (2 if mode == "full" else 0)
+    if layout.sp:
+        return n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
+                    + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+    return n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+
+
+def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None:
+    """The world size whose in-group figures (``profile model --nproc``) cost layouts on ``cluster``:
+    the cluster's own, when the profile measured it on the same kind of device; else None (sum of
+    parts)."""
+    world = cluster.world_size
+    if profile.source != "measured" or cluster.num_nodes > 1:
+        return None
+    if profile.environment.get("device_type", cluster.device.type) != cluster.device.type:
+        return None
+    return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
+
+
+def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:
+    """(compute, optimizer) factors by which the layers composed into the whole model run slower
+    than the sum of each measured on its own, with ``world`` processes at once (both measured by
+    ``profile model --nproc``; 1.0 where the whole model was not measured). On CPU they come from a
+    working set larger than the caches and fresh activation memory every step (measured 1.2-1.3x
+    for gpt-small's forward+backward on one process)."""
+    whole = profile.whole_model_timing(mbs, world)
+    if whole is None:
+        return 1.0, 1.0
+    parts = opt = 0.0
+    for info in profile.layers:
+        g = profile.kinds[info.kind].group_timing(mbs, world=world)
+        if g is None:
+            return 1.0, 1.0
+        parts += g.forward_s + g.backward_s
+        opt += g.optimizer_s
+    f_c = (whole.forward_s + whole.backward_s) / parts if parts > 0 else 1.0
+    f_o = whole.optimizer_s / opt if opt > 0 and whole.optimizer_s > 0 else 1.0
+    return f_c, f_o
+
+
+def _in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str, attn_flop_frac: float,
+                    optimizer: str) -> tuple[float, float, float, float] | None:
+    """(compute, recompute, tp_comm, optimizer) of one layer from figures measured inside real
+    groups of ``world`` processes working at once (:mod:`autoplan.execute.group_profile`), or None
+    where that case was not measured.
+
+    ``compute`` is the layer's in-group time on its own (TP degree 1) divided by the TP degree:
+    the arithmetic a TP rank would do if sharding were free; ``tp_comm`` is the rest of the
+    TP-sharded in-group time: collectives, their waits for the slowest rank, DTensor's per-op work
+    and smaller, slower matrix products. Selective recompute repeats the attention core's share of
+    that compute; full recompute the whole in-group forward, its collectives included."""
+    base = kind.group_timing(mbs, world=world)
+    if base is None:
+        return None
+    g = base if shard == 1 else kind.group_timing(mbs, world=world, tp=shard, sp=layout.sp)
+    if g is None:
+        return None
+    total = g.forward_s + g.backward_s
+    compute = min(total, (base.forward_s + base.backward_s) / shard)
+    recompute = 0.0
+    if mode == "selective":
+        recompute = base.forward_s / shard * attn_flop_frac
+    elif mode == "full":
+        recompute = g.forward_s
+    opt = g.optimizer_sgd_s if optimizer == "sgd" else g.optimizer_s
+    return compute, recompute, total - compute, opt
+
+
+def _in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, float] | None:
+    """(dp_sync per step, AdamW step) of one layer under FSDP, from in-group figures of a ZeRO-3
+    block over ``layout.dp`` ranks (TP degree 1 only), or None where not measured.
+
+    Per micro-batch ZeRO-3 all-gathers the weights for forward and again for backward (with
+    FSDP2's copy-in/out): the in-group forward+backward beyond the unwrapped layer's; the step's
+    last backward also reduce-scatters: the synced backward beyond the unsynced one. ZeRO 0-2 keep
+    the gathered weights from forward to backward: one all-gather (half the per-micro-batch extra)
+    and one reduce-scatter per step."""
+    if layout.tp > 1:
+        return None
+    base = kind.group_timing(mbs, world=world)
+    z3 = kind.group_timing(mbs, world=world, dp=layout.dp)
+    if base is None or z3 is None:
+        return None
+    gathers = max(0.0, z3.forward_s + z3.backward_s - base.forward_s - base.backward_s)
+    reduce = max(0.0, z3.backward_sync_s - z3.backward_s)
+    per_step = layout.num_microbatches * gathers if layout.zero == 3 else gathers / 2
+    return per_step + reduce, z3.optimizer_s
+
+
+def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
+    """The order in which torch's ``ScheduleInterleaved1F1B`` runs chunk forwards (``"F"``) and
+    backwards (``"B"``) on pipeline rank ``rank``, as (kind, local chunk index) pairs.
+
+    Mirrors torch 2.13's ``_get_warmup_ops`` / ``_get_1f1b_rank_ops``: micro-batches go in rounds
+    of ``m // max(1, m // pp)``; rank r first runs ``(vp-1)*per_round + 2*(pp-1-r)`` forwards
+    (at most m*vp), then one forward and one backward per step, then the remaining backwards.
+    Forwards cycle through the local chunks a round at a time, backwards in reverse chunk order.
+    (tests/test_cost_schedule.py checks it against torch's own ``pipeline_order``.)"""
+    per_round = m // max(1, m // pp)
+    warmup = min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp)
+    steady = m * vp - warmup
+
+    def fwd(op: int) -> int:
+        return (op // per_round) % vp
+
+    def bwd(op: int) -> int:
+        return vp - 1 - ((op - warmup) // per_round) % vp
+    out: list[tuple[str, int]] = []
+    for op in range(warmup + steady + warmup):
+        if op < warmup + steady:
+            out.append(("F", fwd(op)))
+        if op >= warmup:
+            out.append(("B", bwd(op)))
+    return out
+
+
+@lru_cache(maxsize=8192)
+def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tuple[int, ...], ...]:
+    """Micro-batches whose activations pipeline rank ``rank`` holds per local chunk (chunk
+    ``rank + i*pp`` for i = 0..vp-1), at every moment that can be its memory peak (the vectors no
+    other moment exceeds in every chunk). The rank's activation peak is the largest
+    ``sum_i n_i * act(chunk i)`` over them::
+
+        no PP           (1,)                   one micro-batch at a time (gradient accumulation)
+        GPipe           (m,)                   every forward before the first backward
+        1F1B            (min(m, pp - rank),)   Narayanan et al. 2021; torch's Schedule1F1B
+        interleaved     simulated from torch's order (:func:`interleaved_order`): uneven chunks
+                        matter, e.g. pp=4, vp=2, m=8: rank 1 holds all 8 micro-batches of its
+                        first chunk while its second drains
+    """
+    if pp == 1:
+        return ((1,),)
+    if schedule == "gpipe":
+        return ((m,) + (0,) * (vp - 1),)
+    if schedule != "interleaved":
+        return ((min(m, pp - rank),),)
+    held = [0] * vp
+    seen: list[tuple[int, ...]] = []
+    for kind, i in interleaved_order(pp, vp, m, rank):
+        held[i] += 1 if kind == "F" else -1
+        if kind == "F":
+            seen.append(tuple(held))
+    keep = [v for v in set(seen)
+            if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in seen)]
+    return tuple(sorted(keep))
+
+
+def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_s: float) -> float:
+    """Factor (<= 1) on a pipeline's compute and communication where devices share cores.
+
+    Costs of a cluster whose processes share cores (``compute_slowdown`` s > 1: more processes
+    than cores) are measured with every process busy. In a pipeline a rank waits for its
+    neighbours in the fill, the drain and between micro-batches, and a waiting process leaves its
+    core to the others: with a fraction u of the ranks busy on average (the ranks' work over the
+    pipeline's length), each computes at s*u of its alone time instead of s (never faster than
+    alone)::
+
+        relief = max(1/s, min(1, u)),   u = sum_r busy_r / (pp * pipeline)
+
+    1 without pipelining, and on devices that do not share (GPUs: s = 1)."""
+    s = cluster.device.compute_slowdown
+    if s <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
         return 1.0
-    if layout.schedule == "gpipe":
-        return float(m)
-    if layout.schedule == "interleaved":
-        # torch's ScheduleInterleaved1F1B warms up with (v-1)*per_round + 2*(p-1-rank) chunk forwards
-        # before its first backward; each holds one chunk's activations (1/v of the rank's layers).
-        # On rank 0 this is DESIGN.md's 1 + (p-1)/(p*v) times 1F1B's p; later ranks hold relatively more.
-        per_round = m // max(1, m // p)
-        warmup = min(m * v, (v - 1) * per_round + 2 * (p - 1 - rank))
-        return min(float(m), (warmup + 1) / v)
-    return float(min(m, p - rank))
+    u = sum(busy_s) / (len(busy_s) * pipeline_s)
+    return max(1.0 / s, min(1.0, u))
+
+
+def inflight_microbatches(layout: Layout, rank: int) -> float:
+    """Micro-batches of activations pipeline rank ``rank`` holds at its peak when its layers are
+    spread evenly over its chunks: the largest total of :func:`inflight_vectors` over vp
+    (the tied placement ILP and the search's bounds use it; :func:`evaluate` uses the vectors)."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(v) for v in vecs) / layout.vp
+
+
+def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
+    """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(n * a for n, a in zip(v, chunk_act_bytes)) for v in vecs)
 
 
 def _width(profile: ModelProfile, params: float) -> float:
@@ -319,12 +676,14 @@ def data_parallel_wrapper(layout: Layout) -> tuple[bool, bool]:
 def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
     weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
-    accumulation), and the full-recompute workspace (one layer's activations)."""
+    accumulation), the new gradient of a layer that backward allocates before adding it to the
+    accumulated one (gradient accumulation: the largest layer's, measured 12 MiB on an embedding of
+    8192 x 384 in fp32), and the full-recompute workspace (one layer's activations)."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
     if fsdp and layout.zero == 3:
         extra += 2 * max(c.weight_bytes_unsharded for c in costs.values())
-    if fsdp and layout.num_microbatches == 1:
+    if fsdp or layout.num_microbatches > 1:
         extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
     if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
@@ -394,6 +753,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     opt = [0.0] * p
     static = [0] * p
     act = [0] * p
+    chunk_act = [[0.0] * v for _ in range(p)]
     buf = [0] * p
     for j, st in enumerate(layout.stages):
         r = j % p
@@ -406,6 +766,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
             act[r] += c.act_bytes
+            chunk_act[r][j // p] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
     # occupies a buffer on both sides, once per boundary it crosses
     for b, edges in enumerate(boundary_crossings(profile.edges, layout.stages)):
@@ -419,12 +780,16 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
     bubble = (sum(tau) - t_max) / v
+    relief = shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble)
+    comp, reco, tpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, p2p))
+    t_max, bubble = t_max * relief, bubble * relief
     dp_sync = max(dps)
     optimizer = max(opt)
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
     extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
-    mem_f = [static[r] + inflight_microbatches(layout, r) * act[r] + buf[r] + extra for r in range(p)]
+    peak_act = [peak_activation_bytes(layout, r, chunk_act[r]) for r in range(p)]
+    mem_f = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
@@ -433,7 +798,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     }
     memory_breakdown = {
         "params_grads_optimizer": static[peak_r],
-        "activations": int(math.ceil(inflight_microbatches(layout, peak_r) * act[peak_r])),
+        "activations": int(math.ceil(peak_act[peak_r])),
         "pipeline_buffers": buf[peak_r], "workspace": extra,
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)

@@ -11,8 +11,10 @@ cross boundary b | b+1. Then::
     bottleneck_r   T >= tau_r,     tau_r = sum_{j in r} ( c(j) + p2p(j) )          (p2p(j): boundary j)
     dp_sync_r      D >= sum_{j in r} dp(j)
     optimizer_r    O >= sum_{j in r} opt(j)
-    memory_r       sum_{j in r} ( static(j) + inflight_r * act(j) )
+    memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * act(chunk r + i*pp)
                    + sum_{b: b mod pp = r} out(b) + sum_{b: (b+1) mod pp = r} out(b) + workspace <= M
+                   for every in-flight vector n_k of rank r (cost.inflight_vectors: the moments that
+                   can be its peak; one vector (1), (m) or (min(m, pp-r)) without interleaving)
 
 which is exactly ``cost.evaluate``'s step time and memory for the placement, so the optimum is the
 best placement under the cost model (tests check it against brute force). Two formulations supply
@@ -83,7 +85,8 @@ import networkx as nx
 import pulp
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import LayerCost, inflight_microbatches, transient_bytes
+from autoplan.plan.cost import (LayerCost, inflight_microbatches, inflight_vectors, peak_activation_bytes,
+                                 transient_bytes)
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TiedChain
@@ -255,19 +258,29 @@ class PlacementILP:
         for r in range(self.p):
             self.prob += self.O >= self.rank_sum(r, "optimizer_s"), f"optimizer_r{r}"
 
-    def memory_expr(self, r: int):
-        k = inflight_microbatches(self.layout, r)
-        return (self.rank_sum(r, "static_bytes") + k * self.rank_sum(r, "act_bytes")
-                + self.rank_send(r, "out_bytes") + self.rank_recv(r, "out_bytes") + self.extra)
+    def memory_fixed(self, r: int):
+        """Rank r's memory apart from activations: state, boundary buffers, workspace."""
+        return (self.rank_sum(r, "static_bytes") + self.rank_send(r, "out_bytes") + self.rank_recv(r, "out_bytes")
+                + self.extra)
+
+    def memory_exprs(self, r: int) -> list:
+        """Rank r's memory at each moment that can be its peak: one expression per in-flight vector
+        (n_i micro-batches of local chunk i, :func:`autoplan.plan.cost.inflight_vectors`)."""
+        lay = self.layout
+        vecs = inflight_vectors(lay.schedule if self.p > 1 else "1f1b", self.p, self.v, self.m, r)
+        return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_sum(r + i * self.p, "act_bytes")
+                                                  for i, n in enumerate(vec) if n)
+                for vec in vecs]
 
     def add_memory(self) -> None:
         # rows are scaled to units of GiB: byte-sized coefficients (1e10) next to second-sized ones
         # (1e-3) make CBC's heuristics miss integer solutions
         for r in range(self.p):
-            if self.objective == "memory":
-                self.prob += self.Z >= self.memory_expr(r) * (1.0 / GIB), f"memory_r{r}"
-            else:
-                self.prob += self.memory_expr(r) * (1.0 / GIB) <= self.M / GIB, f"memory_r{r}"
+            for k, expr in enumerate(self.memory_exprs(r)):
+                if self.objective == "memory":
+                    self.prob += self.Z >= expr * (1.0 / GIB), f"memory_r{r}_{k}"
+                else:
+                    self.prob += expr * (1.0 / GIB) <= self.M / GIB, f"memory_r{r}_{k}"
 
     def set_objective(self) -> None:
         if self.objective == "memory":
@@ -495,6 +508,7 @@ class TiedChainILP(PlacementILP):
         if self.chain is None:
             self.chain = tied_chain(self.order, self.cost, self.layout, self.M, self.mode_costs)
         self.N, self.modes, self.block = self.chain.N, self.chain.modes, self.chain.block
+        self.first, self.last = self.chain.first, self.chain.last
         self.n = {(r, c): self.var(f"n_{r}_{c}", 0, self.N, cat=pulp.LpInteger)
                   for r in range(self.p) for c in self.modes}
         self.z0 = self.var("z0_first_alone", 0, 1, cat=pulp.LpInteger)
@@ -564,6 +578,13 @@ class TiedChainILP(PlacementILP):
     def n_rank(self, r: int):
         return pulp.lpSum(self.n[r, c] for c in self.modes)
 
+    def memory_exprs(self, r: int) -> list:
+        """Only block counts per rank are known here: the rank's activations at the peak of an even
+        spread over its chunks (:func:`autoplan.plan.cost.inflight_microbatches`); :meth:`stages`
+        spreads the blocks to keep the true peak low, and ``cost.evaluate`` checks it."""
+        k = inflight_microbatches(self.layout, r)
+        return [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes")]
+
     def set_objective(self) -> None:
         super().set_objective()
         # among equal-cost placements prefer chunks that hold blocks (interleaved schedules run
@@ -595,13 +616,42 @@ class TiedChainILP(PlacementILP):
         for r in range(self.p):
             allowed = [j for j in self.chunks_of(r) if not (j == 0 and z0) and not (j == self.S - 1 and z1)]
             n_r = sum(n[r, c] for c in self.modes)
-            for i in range(n_r):              # spread evenly over the rank's chunks
-                count[allowed[i % len(allowed)]] += 1
+            for j, c in zip(allowed, self._spread(r, n_r, allowed)):
+                count[j] = c
         blocks = iter(self.order[1:-1])
         out = [[next(blocks) for _ in range(c)] for c in count]
         out[0].insert(0, self.order[0])
         out[-1].append(self.order[-1])
         return out
+
+    def _spread(self, r: int, n_r: int, allowed: list[int]) -> list[int]:
+        """Blocks per allowed chunk of rank r: one each, then each further block where it raises the
+        rank's activation peak least (interleaved ranks hold more micro-batches of some chunks)."""
+        if not allowed:
+            return []
+        counts = [1] * len(allowed) if n_r >= len(allowed) else [0] * len(allowed)
+        if n_r < len(allowed):
+            for i in range(n_r):
+                counts[i] = 1
+            return counts
+        n = self._counts()
+        blk = sum(getattr(self.block[c], "act_bytes") * n[r, c] for c in self.modes) / max(1, n_r)
+        fixed = [0.0] * self.v
+        if r == 0:
+            fixed[0] += self.first.act_bytes
+        if r == self.p - 1:
+            fixed[self.v - 1] += self.last.act_bytes
+        local = [j // self.p for j in allowed]
+
+        def peak(cs: list[int]) -> float:
+            acts = list(fixed)
+            for i, c in zip(local, cs):
+                acts[i] += c * blk
+            return peak_activation_bytes(self.layout, r, acts)
+        for _ in range(n_r - len(allowed)):
+            best = min(range(len(allowed)), key=lambda k: (peak([c + (i == k) for i, c in enumerate(counts)]), k))
+            counts[best] += 1
+        return counts
 
     def recompute_layers(self, stages: list[list[str]]) -> dict[str, str] | None:
         """Each rank's blocks get its chosen modes (any order within a rank costs the same)."""

@@ -20,6 +20,48 @@ POWERSGD_RANK = 4
 COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
 
 
+def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> str | None:
+    """The pipeline-schedule rule a layout breaks, in words, or None.
+
+    These are the rules of torch.distributed.pipelining (torch 2.13, ``schedules.py``) that the
+    executor runs, plus one of the planner's own; ``search`` emits only layouts that pass them, and
+    ``estimate`` / ``solve --layout`` refuse the others naming the rule:
+
+    - ``Schedule1F1B``: ``n_microbatches >= num_stages`` (pp);
+    - ``ScheduleInterleaved1F1B``: with ``rounds = max(1, n_microbatches // pp)``,
+      ``n_microbatches % rounds == 0`` (torch relaxes Megatron's ``n_microbatches % pp == 0``);
+      any number of local stages ``vp`` (layers per chunk need not be equal);
+    - ``ScheduleGPipe``: any number of micro-batches;
+    - planner: interleaving needs ``num_microbatches >= pp`` (with fewer micro-batches than ranks the
+      pipeline never fills, so virtual stages cannot shorten the bubble and the cost model's
+      ``bubble / vp`` would not hold), and ``vp > 1`` needs ``pp > 1``."""
+    m = num_microbatches
+    if vp > 1 and pp == 1:
+        return f"vp={vp} needs pp > 1 (virtual stages interleave the chunks of several pipeline ranks)"
+    if vp > 1 and schedule != "interleaved":
+        return f"vp={vp} needs schedule=interleaved (got {schedule})"
+    if pp == 1:
+        return None
+    if schedule == "1f1b" and m < pp:
+        return f"schedule 1f1b needs num_microbatches >= pp={pp}, got {m} (torch Schedule1F1B)"
+    if schedule == "interleaved":
+        if m < pp:
+            return (f"interleaved 1F1B needs num_microbatches >= pp={pp}, got {m} (with fewer micro-batches "
+                    f"than pipeline ranks interleaving cannot shorten the bubble)")
+        rounds = max(1, m // pp)
+        if m % rounds:
+            return (f"interleaved 1F1B needs num_microbatches a multiple of max(1, num_microbatches // pp) = "
+                    f"{rounds} (pp={pp}), got {m} (torch ScheduleInterleaved1F1B)")
+    return None
+
+
+def data_parallel_rule_violation(*, dp: int, zero: int) -> str | None:
+    """ZeRO shards state across data-parallel replicas: stages 1-3 need dp > 1."""
+    if zero > 0 and dp == 1:
+        return f"zero={zero} needs dp > 1 (ZeRO shards optimizer state across data-parallel replicas)"
+    return None
+
+
 @dataclass
 class Layout:
     """A complete parallel layout. ``stages[i]`` lists the layer names on pipeline rank i (with
@@ -76,7 +118,7 @@ class Layout:
         if self.sp and self.tp == 1:
             raise LayoutError("layout: sequence parallel (sp=1) needs tp > 1")
         if self.vp > 1 and self.schedule != "interleaved":
-            raise LayoutError("layout: vp > 1 needs schedule=interleaved")
+            raise LayoutError(f"layout: vp={self.vp} needs schedule=interleaved (got {self.schedule})")
         if self.stages and len(self.stages) != self.pp * self.vp:
             raise LayoutError(f"layout: {len(self.stages)} stages listed but pp*vp = {self.pp * self.vp}")
 
@@ -171,6 +213,10 @@ class Layout:
         if global_batch is not None and self.global_batch != global_batch:
             raise LayoutError(f"layout dp*mbs*num_microbatches = {self.global_batch} does not equal the "
                               f"global batch {global_batch}")
+        why = (schedule_rule_violation(self.schedule, pp=self.pp, vp=self.vp, num_microbatches=self.num_microbatches)
+               or data_parallel_rule_violation(dp=self.dp, zero=self.zero))
+        if why:
+            raise LayoutError(why)
         if heads is not None and heads % self.tp:
             raise LayoutError(f"tp={self.tp} does not divide the {heads} attention heads")
         if kv_heads is not None and kv_heads % self.tp:
@@ -349,8 +395,16 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
                 raise InputError(f"--layout: {k} must be an integer, got {v!r}") from None
         elif k in strs:
             out[k] = v
+        elif k == "stage_blocks":
+            try:
+                out[k] = [int(x) for x in v.replace(":", "/").split("/")]
+            except ValueError:
+                raise InputError(f"--layout: stage_blocks must be block counts per stage like 5/6/6/5, "
+                                 f"got {v!r}") from None
+            if any(c < 1 for c in out[k]):
+                raise InputError(f"--layout: stage_blocks must be positive counts, got {v!r}")
         else:
-            raise InputError(f"--layout: unknown key {k!r} (known: {', '.join(sorted(ints | strs))})")
+            raise InputError(f"--layout: unknown key {k!r} (known: {', '.join(sorted(ints | strs | {'stage_blocks'}))})")
     for k, v in out.items():
         if k in ints and (v < (0 if k in ("zero", "sp") else 1)):
             raise InputError(f"--layout: {k} must be {'>= 0' if k in ('zero', 'sp') else 'positive'}, got {v}")
@@ -365,3 +419,47 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     if "schedule" in out and out["schedule"] not in SCHEDULES:
         raise InputError(f"--layout: schedule must be one of {'|'.join(SCHEDULES)}")
     return out
+
+
+def stages_from_block_counts(layer_names: list[str], counts: list[int]) -> list[list[str]]:
+    """Pipeline chunks holding ``counts[i]`` transformer blocks each (the way recipes publish an uneven
+    partition, e.g. BLOOM's 5/6/.../6/5 or Llama 3's one block fewer on the first and last stage);
+    the units before the first block (embedding) join the first chunk, those after the last block
+    (head) the last chunk."""
+    blocks = [i for i, n in enumerate(layer_names) if n.startswith("block.")]
+    if not blocks:
+        raise LayoutError("stage_blocks needs a transformer whose layers are named block.N")
+    if sum(counts) != len(blocks):
+        raise LayoutError(f"stage_blocks {'/'.join(map(str, counts))} place {sum(counts)} blocks, "
+                          f"the model has {len(blocks)}")
+    stages, start = [], 0
+    for c in counts:
+        stages.append([layer_names[i] for i in blocks[start:start + c]])
+        start += c
+    stages[0] = layer_names[:blocks[0]] + stages[0]
+    stages[-1] = stages[-1] + layer_names[blocks[-1] + 1:]
+    return stages
+
+
+def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
+    """A full layout from the fields the user gave. Missing: tp=1, pp=1, dp = world/(tp*pp),
+    mbs=1, num_microbatches = global_batch/(dp*mbs), schedule = interleaved when vp > 1, gpipe when
+    there are fewer micro-batches than pipeline stages, else 1f1b."""
+    if not given:
+        raise InputError("--layout is required for estimate (e.g. dp=2,tp=2,pp=1,mbs=4)")
+    d = {k: v for k, v in given.items() if k != "stage_blocks"}   # placed by estimate (needs the model)
+    tp, pp = d.setdefault("tp", 1), d.setdefault("pp", 1)
+    if "dp" not in d:
+        if world % (tp * pp):
+            raise LayoutError(f"tp*pp = {tp * pp} does not divide the world size {world}")
+        d["dp"] = world // (tp * pp)
+    mbs = d.setdefault("mbs", 1)
+    if "num_microbatches" not in d:
+        if global_batch % (d["dp"] * mbs):
+            raise LayoutError(f"dp*mbs = {d['dp'] * mbs} does not divide the global batch {global_batch}")
+        d["num_microbatches"] = global_batch // (d["dp"] * mbs)
+    if d.get("vp", 1) > 1:
+        d.setdefault("schedule", "interleaved")
+    elif pp > 1 and d["num_microbatches"] < pp:
+        d.setdefault("schedule", "gpipe")     # the one torch schedule that runs fewer micro-batches than stages
+    return Layout.from_dict(d, "--layout")

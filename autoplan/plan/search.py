@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 
-from autoplan.errors import InfeasibleError, LayoutError
+from autoplan.errors import AutoplanError, InfeasibleError, LayoutError
 from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
                                  transient_bytes)
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
-from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo
+from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
+                                 schedule_rule_violation)
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -142,20 +143,21 @@ def _lossy_variants(lay: dict, opts: SearchOptions) -> list[dict]:
 
 
 def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[tuple[str, int]]:
-    """(schedule, vp) pairs that torch.distributed.pipelining can run for pp ranks, m micro-batches."""
+    """(schedule, vp) pairs that torch.distributed.pipelining can run for pp ranks and m micro-batches
+    (:func:`autoplan.plan.plan.schedule_rule_violation`). Interleaving is tried for vp = 2..max_vp,
+    or for the user's fixed vp whatever its size (e.g. a published vp=6 recipe)."""
     if pp == 1:
         yield "1f1b", 1
         return
-    if "gpipe" in opts.schedules:
-        yield "gpipe", 1
-    if "1f1b" in opts.schedules and m >= pp:             # Schedule1F1B needs m >= stages
-        yield "1f1b", 1
-    if "interleaved" in opts.schedules and m >= pp:
-        rounds = max(1, m // pp)
-        if m % rounds == 0:                               # ScheduleInterleaved1F1B's rule
-            for vp in range(2, opts.max_vp + 1):
-                if pp * vp <= n_layers:
-                    yield "interleaved", vp
+    for schedule in ("gpipe", "1f1b"):
+        if schedule in opts.schedules and not schedule_rule_violation(schedule, pp=pp, vp=1, num_microbatches=m):
+            yield schedule, 1
+    if "interleaved" in opts.schedules:
+        fixed_vp = opts.fixed.get("vp")
+        vps = range(2, opts.max_vp + 1) if fixed_vp is None else [fixed_vp]
+        for vp in vps:
+            if pp * vp <= n_layers and not schedule_rule_violation("interleaved", pp=pp, vp=vp, num_microbatches=m):
+                yield "interleaved", vp
 
 
 def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
@@ -171,8 +173,9 @@ def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
     return [(c, k) for c, k in seen.values()]
 
 
-def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
-    """A step time no placement can beat: perfect balance and no pipeline sends."""
+def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
+    """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
+    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     kinds = distinct_costs(costs)
     # every one of the S-1 boundaries sends at least the cheapest layer output
@@ -181,7 +184,8 @@ def lower_bound_s(costs: dict[str, LayerCost], layout: Layout) -> float:
     t_max = max(total / p, max(x.per_microbatch_s for x, _ in kinds) if p * v == len(costs) else 0.0)
     dps = sum(x.dp_sync_s * k for x, k in kinds)
     opt = sum(x.optimizer_s * k for x, k in kinds)
-    return (m - 1.0 / v) * t_max + total / v + dps / p + opt / p
+    relief = relief_floor if p > 1 else 1.0
+    return ((m - 1.0 / v) * t_max + total / v) * relief + dps / p + opt / p
 
 
 def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> float:
@@ -288,9 +292,10 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     scored: list[_Outer] = []
     cal = cluster.calibration
     chain_graph = is_chain(build_layer_graph(profile))
+    floor = 1.0 / max(1.0, cluster.device.compute_slowdown)     # shared cores: pipelines relieve contention
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
-        lb = lower_bound_s(costs, lay) + cal.step_overhead_s
+        lb = lower_bound_s(costs, lay, floor) + cal.step_overhead_s
         scored.append(_Outer(lb, lay, costs, memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes))
         if per_layer_applies(profile, lay, costs, opts, chain_graph):
             scored.append(_Outer(lb, lay, costs, per_layer=True))
@@ -330,11 +335,13 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
             # below the best found so far (uniform modes are solved in full: they give the
             # runner-ups)
             chain = tied_chain(names, costs, lay, usable, modes)
-            if chain.lower_bound() + cal.step_overhead_s > threshold * (1 + 1e-9):
+            if chain.lower_bound(floor) + cal.step_overhead_s > threshold * (1 + 1e-9):
                 pruned += 1
                 continue
             if best and outer.per_layer:
-                incumbent = threshold * (1 + 1e-9) - cal.step_overhead_s
+                # in the ILP's units (pipeline term without the shared-device relief): a step
+                # time below the threshold has an objective below this
+                incumbent = (threshold * (1 + 1e-9) - cal.step_overhead_s) / floor
                 if chain.count_caps(incumbent) is None:
                     pruned += 1
                     continue
@@ -403,26 +410,37 @@ def smallest_memory(profile, cluster, train, scored: list[_Outer], opts, tries: 
 
 
 def _why_empty(profile, cluster, train, opts) -> str:
-    f = opts.fixed
-    world = cluster.world_size
+    """Why no outer layout satisfies the user's constraints: the first rule that the layout they
+    describe breaks (completed with ``estimate``'s defaults), else the search option that excludes it."""
+    f = {k: v for k, v in opts.fixed.items() if k != "stages"}
+    world, batch = cluster.world_size, train.global_batch
+    sh = profile.shape or {}
     if "tp" in f:
         tps = allowed_tp(profile)
         if tps is not None and f["tp"] not in tps:
-            return f"tp={f['tp']} does not divide the model's heads ({profile.shape['heads']}), " \
-                   f"KV heads ({profile.shape['kv_heads']}) or MLP width"
-        if world % f["tp"]:
-            return f"tp={f['tp']} does not divide the world size {world}"
-    if "pp" in f:
-        if f["pp"] > len(profile.layers):
-            return f"pp={f['pp']} is more pipeline stages than the model's {len(profile.layers)} layers"
-        if world % f["pp"]:
-            return f"pp={f['pp']} does not divide the world size {world}"
-    if "dp" in f and world % f["dp"]:
-        return f"dp={f['dp']} does not divide the world size {world}"
-    if "dp" in f and train.global_batch % f["dp"]:
-        return f"dp={f['dp']} does not divide the global batch {train.global_batch}"
-    return (f"no layout satisfies the constraints {f or '{}'} for {world} devices and global batch "
-            f"{train.global_batch} (dp must divide the batch; 1f1b needs micro-batches >= pp)")
+            return (f"tp={f['tp']} does not divide the model's heads ({sh['heads']}), KV heads ({sh['kv_heads']}) "
+                    f"or MLP width ({sh['ffn_hidden']})")
+        if not any(k.tp_shardable for k in profile.kinds.values()) and f["tp"] > 1:
+            return f"tp={f['tp']}: no layer of this model can be split by tensor parallelism"
+    for k in ("tp", "pp", "dp"):
+        if k in f and world % f[k]:
+            return f"{k}={f[k]} does not divide the world size {world}"
+    if f:
+        try:
+            lay = complete_layout(f, world, batch)
+            lay.check_against(world, profile.layer_names(), batch, heads=sh.get("heads"),
+                              kv_heads=sh.get("kv_heads"))
+        except AutoplanError as e:
+            return str(e)
+        if lay.pp > 1 and lay.schedule not in opts.schedules:
+            return f"schedule {lay.schedule} is not among the schedules searched ({', '.join(opts.schedules)})"
+        if lay.zero not in opts.zero and lay.dp > 1:
+            return f"zero={lay.zero} is not among the ZeRO stages searched ({opts.zero})"
+        if lay.recompute not in opts.recompute:
+            return f"recompute={lay.recompute} is not among the modes searched ({', '.join(opts.recompute)})"
+    return (f"no layout satisfies the constraints {f or '{}'} for {world} devices and global batch {batch}: "
+            f"dp*tp*pp must equal the world size, dp*mbs*num_microbatches the batch, and the pipeline schedule "
+            f"must accept the micro-batch count")
 
 
 def _gib(n: float) -> str:

@@ -210,12 +210,14 @@ class TiedChain:
             out.append(ConfigBound(u, g, T, min_sum(g, self.N), D, O))
         return out
 
-    def objective_of(self, cb: "ConfigBound") -> float:
-        return (self.m - 1.0 / self.v) * cb.T + cb.sum_tau / self.v + cb.D + cb.O
+    def objective_of(self, cb: "ConfigBound", relief: float = 1.0) -> float:
+        return relief * ((self.m - 1.0 / self.v) * cb.T + cb.sum_tau / self.v) + cb.D + cb.O
 
-    def lower_bound(self) -> float:
-        """A step time (without the calibrated overhead) no placement can beat; inf if none fits."""
-        return min((self.objective_of(cb) for cb in self.relaxation), default=INF)
+    def lower_bound(self, relief: float = 1.0) -> float:
+        """A step time (without the calibrated overhead) no placement can beat; inf if none fits.
+        ``relief``: the least factor the cost model may apply to the pipeline term
+        (:func:`autoplan.plan.cost.shared_device_relief`; 1 on devices that do not share cores)."""
+        return min((self.objective_of(cb, relief) for cb in self.relaxation), default=INF)
 
     def count_caps(self, incumbent: float) -> list[int] | None:
         """Largest block count of each rank in any solution with objective <= ``incumbent``

@@ -5,7 +5,8 @@
 
 Published figures (``/work/shared/HARDWARE.md`` collects them) are kept apart from the
 ASSUMPTIONS that turn peaks into achievable rates; the assumptions are a dataclass with the
-evidence for each default, and can be overridden (``catalogue_cluster(spec, assumptions=...)``).
+evidence for each default (``assumptions.CatalogueAssumptions``, beside every other assumption of
+the analytic model), and can be overridden (``catalogue_cluster(spec, assumptions=...)``).
 
 Link model (alpha-beta per op and group size ``g``; ``n`` is the full tensor of the collective,
 as in ``links.py``)::
@@ -42,6 +43,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from autoplan.errors import InputError
+from autoplan.profile.assumptions import CatalogueAssumptions
 from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
 from autoplan.profile.links import fit_alpha_beta
 
@@ -64,24 +66,45 @@ class AcceleratorSpec:
     nvlink_bytes_per_s: float
     """NVLink bandwidth per GPU per direction"""
     source: str
+    sm_count: int = 0
+    """streaming multiprocessors (a GEMM runs in waves of one output tile per SM; 0: unknown)"""
+    large_gemm_flops_per_s: float = 0.0
+    """a measured 16-bit GEMM rate at 8192 x 8192 x 8192 (0: none published)"""
+    large_gemm_source: str = ""
+    family: str = ""
+    """the chip, for kernel efficiencies measured per chip (A100, H100, H200, V100)"""
 
 
 # NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOP/s bf16 dense (624 with sparsity), 80 GB HBM2e,
 # 2,039 GB/s, NVLink3 12 links 600 GB/s bidirectional = 300 GB/s per direction.
+# 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper).  Large GEMM: "Maximum Achievable
+# Matmul FLOPS" table (stas00/ml-engineering, compute/accelerator/README.md): A100 SXM bf16 271.2
+# TFLOP/s = 86.9% of peak (torch 2.6, cu126); a cuBLAS 8192^3 benchmark prints 271.32 (87.0%).
+MAMF_SOURCE = "Maximum Achievable Matmul FLOPS table, stas00/ml-engineering compute/accelerator/README.md"
 A100_SXM4_80GB = AcceleratorSpec("A100 SXM4 80GB", 312e12, 80 * GB, 2.039e12, 300e9,
-                                 "NVIDIA A100 Tensor Core GPU datasheet")
+                                 "NVIDIA A100 Tensor Core GPU datasheet", sm_count=108,
+                                 large_gemm_flops_per_s=271.2e12,
+                                 large_gemm_source=f"A100 SXM bf16 271.2 TFLOP/s ({MAMF_SOURCE})", family="A100")
 # NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16 dense (1,979 fp8), 80 GB HBM3,
 # 3.35 TB/s, NVLink4 18 links 900 GB/s bidirectional = 450 GB/s per direction.
+# 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, SXM5).  Large GEMM: H100 SXM bf16
+# 794.5 TFLOP/s = 80.3% of peak (same MAMF table; "H200 is the same": one H200 measured 790 at 8192^3,
+# HARDWARE.md).
 H100_SXM5_80GB = AcceleratorSpec("H100 SXM5 80GB", 989e12, 80 * GB, 3.35e12, 450e9,
-                                 "NVIDIA H100 Tensor Core GPU datasheet")
+                                 "NVIDIA H100 Tensor Core GPU datasheet", sm_count=132,
+                                 large_gemm_flops_per_s=794.5e12,
+                                 large_gemm_source=f"H100 SXM bf16 794.5 TFLOP/s ({MAMF_SOURCE})", family="H100")
 # NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB HBM3e, 4.8 TB/s,
 # NVLink4 900 GB/s bidirectional = 450 GB/s per direction.
 H200_SXM_141GB = AcceleratorSpec("H200 SXM 141GB", 989e12, 141 * GB, 4.8e12, 450e9,
-                                 "NVIDIA H200 Tensor Core GPU datasheet")
+                                 "NVIDIA H200 Tensor Core GPU datasheet", sm_count=132,
+                                 large_gemm_flops_per_s=790e12,
+                                 large_gemm_source="bf16 8192^3 measured on one H200: 790 TFLOP/s (HARDWARE.md)",
+                                 family="H200")
 # NVIDIA V100 Tensor Core GPU datasheet (SXM2 32GB): 125 TFLOP/s fp16 tensor, 32 GB HBM2, 900 GB/s,
 # NVLink2 300 GB/s bidirectional = 150 GB/s per direction.
 V100_SXM2_32GB = AcceleratorSpec("V100 SXM2 32GB", 125e12, 32 * GB, 0.9e12, 150e9,
-                                 "NVIDIA V100 Tensor Core GPU datasheet")
+                                 "NVIDIA V100 Tensor Core GPU datasheet", sm_count=80, family="V100")
 
 ACCELERATORS: dict[str, AcceleratorSpec] = {a.name: a for a in
                                             (A100_SXM4_80GB, H100_SXM5_80GB, H200_SXM_141GB, V100_SXM2_32GB)}
@@ -125,29 +148,40 @@ H100_ALL_REDUCE_CURVE: tuple[tuple[int, float], ...] = (
 H100_ALL_REDUCE_CURVE_SOURCE = "nccl-tests all-reduce, 8x H100 in one node, 2 MB .. 16 GB (HARDWARE.md)"
 
 
-@dataclass(frozen=True)
-class CatalogueAssumptions:
-    """How published peaks become achievable rates.  Defaults with their evidence."""
+FALLBACK_MATMUL_EFFICIENCY = 0.7
+"""achievable / peak for an accelerator without a published large-GEMM measurement (the usual 0.6-0.8)"""
 
-    matmul_efficiency: float = 0.7
-    """achievable / peak dense matmul rate.  Evidence: one H200 measured 790 of 989 TFLOP/s (0.80)
-    on an 8192^3 bf16 product (HARDWARE.md); transformer layers mix smaller matrices and
-    memory-bound ops, so lower; 0.6-0.8 is the usual range"""
-    memory_bandwidth_efficiency: float = 0.9
-    """achievable / peak memory bandwidth.  Evidence: one H200 measured 4.3 of 4.8 TB/s (0.90) on
-    a large device-to-device copy (HARDWARE.md)"""
-    collective_link_fraction: float = 0.8
-    """all-gather / reduce-scatter bus bandwidth / NVLink per-direction rate.  Evidence: 8x A100
-    all-reduce reaches about 235 of 300 GB/s (0.78) (HARDWARE.md)"""
-    send_recv_link_fraction: float = 0.65
-    """send/recv bandwidth / NVLink per-direction rate.  Evidence: an A100 pair in one node,
-    195 of 300 GB/s at 1 GB (HARDWARE.md)"""
-    ib_efficiency: float = 0.7
-    """achieved / nominal InfiniBand bandwidth.  Evidence: 32 H200 on 4 nodes (8 x 400 Gb/s each)
-    measured 369 GB/s all-reduce bus bandwidth at 16 GiB against 517 GB/s for a hierarchical
-    all-reduce at the nominal 50 GB/s per GPU (8 * 50 * 4/3 * 31/32): 0.71 (HARDWARE.md)"""
-    ib_latency_s: float = 0.6e-6
-    """one InfiniBand hop: about 0.5-0.6 us (HARDWARE.md)"""
+
+def large_gemm_rate(acc: AcceleratorSpec, a: CatalogueAssumptions | None = None) -> float:
+    """The achievable large-GEMM FLOP/s of ``acc``: the assumption's override, else the measured rate."""
+    a = a or CatalogueAssumptions()
+    if a.matmul_efficiency > 0:
+        return acc.peak_16bit_matmul_flops_per_s * a.matmul_efficiency
+    if acc.large_gemm_flops_per_s > 0:
+        return acc.large_gemm_flops_per_s
+    return acc.peak_16bit_matmul_flops_per_s * FALLBACK_MATMUL_EFFICIENCY
+
+
+def accelerator_of(device_name: str) -> AcceleratorSpec | None:
+    """The catalogue accelerator a device spec names, if any."""
+    return ACCELERATORS.get(device_name)
+
+
+def hierarchical_collective_s(cluster: ClusterProfile, op: str, nbytes: float, group: int, per_node: int) -> float:
+    """A collective over ``group`` ranks spanning nodes with ``per_node`` of them on each node, as NCCL
+    runs it on a rail-optimised DGX fabric (one NIC per GPU): between nodes the collective over
+    ``group / per_node`` nodes on 1/per_node of the data, every GPU driving its own NIC, pipelined
+    with the NVLink phase inside each node, so the slower of the two sets the time.  This is the
+    model the catalogue's ``ib_efficiency`` was derived with (module docstring; it reproduces the
+    369 GB/s measured on 4 nodes of 8 H200).  ``per_node = 1`` is the flat ring."""
+    if group <= 1 or nbytes <= 0:
+        return 0.0
+    k = max(1, min(per_node, group))
+    nodes = max(1, group // k)
+    inter = cluster.collective_time_s(op, nbytes / k, nodes, True) if nodes > 1 else 0.0
+    if k == 1:
+        return inter
+    return max(inter, cluster.collective_time_s(op, nbytes, k, False))
 
 
 def _h100_all_reduce_fit() -> LinkFit:
@@ -179,6 +213,13 @@ def _powers_of_two(upto: int) -> list[int]:
 def catalogue_cluster(spec: str, assumptions: CatalogueAssumptions | None = None) -> ClusterProfile:
     """A cluster profile for ``NAME[:NODES]`` from published figures (module docstring)."""
     system, num_nodes = parse_cluster_spec(spec)
+    return system_cluster(system, num_nodes, assumptions)
+
+
+def system_cluster(system: SystemSpec, num_nodes: int, assumptions: CatalogueAssumptions | None = None
+                   ) -> ClusterProfile:
+    """A cluster profile for ``num_nodes`` nodes of ``system`` (a catalogue entry or one described
+    from its own published figures, e.g. a published training run's machine)."""
     a = assumptions or CatalogueAssumptions()
     acc = system.accelerator
     per_node = system.gpus_per_node
@@ -215,12 +256,15 @@ def catalogue_cluster(spec: str, assumptions: CatalogueAssumptions | None = None
         links["inter_node"]["reduce_scatter"] = dict(links["inter_node"]["all_gather"])
 
     device = DeviceSpec(type="cuda", name=acc.name, memory_bytes=acc.memory_bytes,
-                        compute_flops_per_s=acc.peak_16bit_matmul_flops_per_s * a.matmul_efficiency,
+                        compute_flops_per_s=large_gemm_rate(acc, a),
                         memory_bandwidth_bytes_per_s=acc.memory_bandwidth_bytes_per_s * a.memory_bandwidth_efficiency)
     sources = {
         "device.memory_bytes": f"{acc.memory_bytes / GB:.0f} GB ({acc.source})",
-        "device.compute_flops_per_s": f"{acc.peak_16bit_matmul_flops_per_s / 1e12:.0f} TFLOP/s 16-bit dense peak "
-                                      f"({acc.source}) x matmul_efficiency {a.matmul_efficiency} (assumption)",
+        "device.compute_flops_per_s": (f"{acc.peak_16bit_matmul_flops_per_s / 1e12:.0f} TFLOP/s 16-bit dense peak "
+                                       f"({acc.source}) x matmul_efficiency {a.matmul_efficiency} (assumption)"
+                                       if a.matmul_efficiency > 0 else
+                                       f"large GEMM {large_gemm_rate(acc, a) / 1e12:.0f} TFLOP/s "
+                                       f"({acc.large_gemm_source or 'no measurement: 0.7 x peak'})"),
         "device.memory_bandwidth_bytes_per_s": f"{acc.memory_bandwidth_bytes_per_s / 1e12:.3f} TB/s ({acc.source}) "
                                                f"x memory_bandwidth_efficiency {a.memory_bandwidth_efficiency}",
         "nvlink": f"{acc.nvlink_bytes_per_s / GB:.0f} GB/s per GPU per direction ({acc.source})",

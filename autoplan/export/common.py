@@ -1,0 +1,158 @@
+"""What every exporter needs: the export record, refusals, and the plan read as a framework sees it.
+
+Training frameworks build their own transformer (Megatron-LM's GPT, torchtitan's Llama, ...) and
+place it on pipeline stages by layer counts, so an exporter reads the plan's stages as counts of
+``embed`` / ``block.i`` / ``head`` per stage (:func:`chain_stages`) and refuses a plan whose units
+are not such a chain. What a framework cannot express is refused (:class:`ExportRefused`) or
+approximated with a warning that says what changes (``Export.warnings``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autoplan.errors import InputError
+from autoplan.plan.cost import data_parallel_wrapper
+from autoplan.plan.plan import Layout, Plan
+
+BLOCK = re.compile(r"^block\.(\d+)$")
+
+
+class ExportRefused(InputError):
+    """The plan uses something the target framework cannot express, and no approximation is safe."""
+
+
+@dataclass
+class Export:
+    framework: str
+    format: str
+    """``args`` (command-line arguments), ``toml``, ``json`` or ``yaml``"""
+    text: str
+    """the file's content"""
+    config: dict
+    """what ``text`` encodes, as data"""
+    warnings: list[str] = field(default_factory=list)
+    """what the framework cannot express exactly, and what changes because of it"""
+
+    def to_dict(self) -> dict:
+        return {"framework": self.framework, "format": self.format, "config": self.config,
+                "warnings": self.warnings, "text": self.text}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write ``text`` to ``path`` via a temporary file and a rename (never half-written)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, p)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+@dataclass(frozen=True)
+class StageUnits:
+    """One pipeline chunk as a framework sees it."""
+
+    embed: bool
+    blocks: tuple[int, ...]
+    """block indices, consecutive"""
+    head: bool
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+
+def chain_stages(plan: Plan, framework: str) -> list[StageUnits]:
+    """The plan's chunks as ``embed? block.i..block.j head?``, in order; refuses anything else
+    (a user model's own units, a DAG placement that is not a chain of consecutive blocks)."""
+    out = []
+    expect = 0
+    names = [n for st in plan.layout.stages for n in st]
+    for j, st in enumerate(plan.layout.stages):
+        embed = head = False
+        blocks = []
+        for n in st:
+            m = BLOCK.match(n)
+            if n == "embed" and expect == 0 and not blocks and j == 0:
+                embed = True
+            elif m and int(m.group(1)) == expect:
+                blocks.append(expect)
+                expect += 1
+            elif n == "head" and n == names[-1]:
+                head = True
+            else:
+                raise ExportRefused(
+                    f"cannot export to {framework}: it places consecutive transformer blocks on pipeline stages, "
+                    f"and this plan's stage {j} holds {n!r} out of that order (a model with its own units or a "
+                    f"DAG placement)")
+        out.append(StageUnits(embed=embed, blocks=tuple(blocks), head=head))
+    return out
+
+
+def num_blocks(stages: list[StageUnits]) -> int:
+    return sum(s.num_blocks for s in stages)
+
+
+def sharded_data_parallel(layout: Layout) -> bool:
+    """Whether autoplan runs this layout's data parallel sharded (FSDP2): ZeRO 1-3, and ZeRO-0 with
+    TP or PP (DDP cannot wrap those; see :mod:`autoplan.execute.dp`). What the plan's memory counts."""
+    return data_parallel_wrapper(layout)[1]
+
+
+def sharded_zero0_note(layout: Layout, framework: str, exported_as: str, warnings: list[str]) -> None:
+    """ZeRO-0 with TP or PP is not DDP in autoplan (see :func:`sharded_data_parallel`): say what it becomes."""
+    if layout.dp > 1 and layout.zero == 0 and sharded_data_parallel(layout):
+        warnings.append(f"zero=0 with tensor or pipeline parallel runs sharded in autoplan (FSDP2 without "
+                        f"resharding) and the plan's memory counts it so: exported for {framework} as {exported_as}")
+
+
+def recompute_counts(layout: Layout, stages: list[StageUnits]) -> list[dict[str, int]]:
+    """Per chunk: how many blocks use each recompute mode."""
+    out = []
+    for st in stages:
+        counts = {"none": 0, "selective": 0, "full": 0}
+        for i in st.blocks:
+            counts[layout.recompute_of(f"block.{i}")] += 1
+        out.append(counts)
+    return out
+
+
+def uniform_recompute(layout: Layout, stages: list[StageUnits], framework: str,
+                      warnings: list[str]) -> str:
+    """One recompute mode for every block: the plan's, or for per-block modes the most thorough mode
+    any block uses (it saves at least as much memory, so the layout still fits; it costs time)."""
+    if not layout.recompute_layers:
+        return layout.recompute
+    modes = {m for c in recompute_counts(layout, stages) for m, k in c.items() if k}
+    if len(modes) == 1:
+        return modes.pop()
+    mode = "full" if "full" in modes else "selective"
+    warnings.append(f"{framework} takes one recompute mode for every block; this plan chooses per block "
+                    f"({layout.recompute_summary()}): exported as recompute={mode} for all blocks, which saves at "
+                    f"least the planned memory and adds recompute time to the blocks that did not recompute")
+    return mode
+
+
+def lossy_warning(layout: Layout, framework: str, warnings: list[str], *, fp16_allowed: bool = False) -> None:
+    """The opt-in lossy options have no equivalent: exported as exact gradient averaging."""
+    if layout.grad_compression == "fp16" and fp16_allowed:
+        return
+    if layout.lossy:
+        what = f"{layout.grad_compression} gradient compression" if layout.grad_compression != "none" else \
+            f"local SGD (averaging every {layout.sync_every} steps)"
+        warnings.append(f"{framework} has no {what}: exported with exact gradient averaging every step, which "
+                        f"moves more bytes per step than the plan predicts (and trains exactly)")
+
+
+def precision_of(plan: Plan) -> str:
+    return plan.training.precision

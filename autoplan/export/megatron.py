@@ -1,0 +1,172 @@
+"""Megatron-LM command-line arguments (``pretrain_gpt.py``) for a plan.
+
+Argument names are Megatron-LM's (``megatron/training/arguments.py``); most are generated from
+megatron-core's ``TransformerConfig`` / ``DistributedDataParallelConfig`` fields (``--field-name``
+for ``field_name``), which is what the tests load them into:
+
+==========================  ===================================================================
+plan                        arguments
+==========================  ===================================================================
+tp, sp                      ``--tensor-model-parallel-size``, ``--sequence-parallel``
+pp, vp, stages              ``--pipeline-model-parallel-size``; even chunks: nothing, or
+                            ``--num-layers-per-virtual-pipeline-stage``; uneven first/last stage
+                            only: ``--decoder-first-pipeline-num-layers`` /
+                            ``--decoder-last-pipeline-num-layers``; any other placement:
+                            ``--pipeline-model-parallel-layout`` (``E`` embedding, ``t`` block,
+                            ``L`` loss, ``|`` between chunks)
+mbs, global batch           ``--micro-batch-size``, ``--global-batch-size`` (Megatron derives the
+                            micro-batch count from the data-parallel size: world / (tp * pp))
+recompute                   ``--recompute-granularity selective`` (attention core, as autoplan) or
+                            ``full --recompute-method uniform --recompute-num-layers 1``; per-block
+                            full recompute with the same count per chunk: ``--recompute-method block``
+data parallel sharded       ``--use-distributed-optimizer`` (ZeRO 1/2, and ZeRO-0 with TP/PP, which
+                            autoplan runs sharded); ZeRO-3: ``--use-megatron-fsdp
+                            --data-parallel-sharding-strategy optim_grads_params``
+precision                   ``--bf16`` / ``--fp16``
+==========================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from autoplan.export.common import (Export, ExportRefused, StageUnits, chain_stages, lossy_warning, num_blocks,
+                                    recompute_counts, sharded_data_parallel, sharded_zero0_note)
+from autoplan.plan.plan import Plan
+
+FRAMEWORK = "Megatron-LM"
+
+
+def pipeline_layout_string(stages: list[StageUnits]) -> str:
+    """Megatron's ``--pipeline-model-parallel-layout``: one ``|``-separated segment per chunk in
+    chunk order (chunk j on pipeline rank j mod pp), e.g. ``E,t*12|t*13|...|t*11,L``."""
+    segs = []
+    for st in stages:
+        parts = (["E"] if st.embed else []) + ([f"t*{st.num_blocks}"] if st.num_blocks else []) + \
+            (["L"] if st.head else [])
+        segs.append(",".join(parts))
+    return "|".join(segs)
+
+
+def _pipeline_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
+    lay = plan.layout
+    counts = [s.num_blocks for s in stages]
+    out: dict = {"pipeline_model_parallel_size": lay.pp}
+    if lay.pp == 1:
+        return out
+    if lay.schedule == "gpipe":
+        warnings.append("Megatron-LM runs 1F1B, not GPipe: the same step time for these stages and less "
+                        "activation memory than the plan counted")
+    if not stages[0].embed or not stages[-1].head:
+        raise ExportRefused(f"cannot export to {FRAMEWORK}: its GPT model has an embedding on the first stage "
+                            f"and the output layer on the last; this plan's model has neither")
+    if len(set(counts)) == 1:
+        if lay.vp > 1:
+            out["num_layers_per_virtual_pipeline_stage"] = counts[0]
+        return out
+    middle = counts[1:-1]
+    if lay.vp == 1 and len(set(middle)) <= 1 and min(counts) > 0:
+        out["decoder_first_pipeline_num_layers"] = counts[0]
+        out["decoder_last_pipeline_num_layers"] = counts[-1]
+        return out
+    out["pipeline_model_parallel_layout"] = pipeline_layout_string(stages)
+    return out
+
+
+def _recompute_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
+    lay = plan.layout
+    if not lay.recompute_layers:
+        mode = lay.recompute
+        if mode == "none":
+            return {}
+        if mode == "selective":
+            return {"recompute_granularity": "selective"}
+        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    counts = recompute_counts(lay, stages)
+    modes = {m for c in counts for m, k in c.items() if k}
+    if modes <= {"none", "full"}:
+        full = [c["full"] for c in counts]
+        if len(set(full)) == 1:
+            return {"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": full[0]}
+        warnings.append(f"{FRAMEWORK} recomputes the same number of blocks in every pipeline chunk "
+                        f"(--recompute-method block); this plan recomputes {full} blocks per chunk: exported as "
+                        f"{max(full)} in every chunk, which adds recompute time on the chunks that had fewer")
+        return {"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": max(full)}
+    if modes == {"selective"}:
+        return {"recompute_granularity": "selective"}
+    mode = "full" if "full" in modes else "selective"
+    warnings.append(f"{FRAMEWORK} cannot mix selective and full recomputation; this plan chooses per block "
+                    f"({lay.recompute_summary()}): exported as recompute {mode} for every block, which saves at "
+                    f"least the planned memory and adds recompute time")
+    if mode == "selective":
+        return {"recompute_granularity": "selective"}
+    return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+
+
+def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
+    """Megatron-LM arguments as ``{dest: value}`` (dest = flag without ``--``, ``-`` as ``_``;
+    ``True`` for a switch), and the warnings."""
+    lay, tr = plan.layout, plan.training
+    warnings: list[str] = []
+    stages = chain_stages(plan, FRAMEWORK)
+    lossy_warning(lay, FRAMEWORK, warnings)
+    args: dict = {}
+    if tr.shape:
+        sh = tr.shape
+        if num_blocks(stages) != sh["layers"]:
+            raise ExportRefused(f"cannot export to {FRAMEWORK}: the plan's stages hold {num_blocks(stages)} blocks "
+                                f"but the shape says {sh['layers']} layers")
+        args.update(num_layers=sh["layers"], hidden_size=sh["hidden"], ffn_hidden_size=sh["ffn_hidden"],
+                    num_attention_heads=sh["heads"])
+        if sh.get("kv_heads") and sh["kv_heads"] != sh["heads"]:
+            args.update(group_query_attention=True, num_query_groups=sh["kv_heads"])
+        args.update(seq_length=tr.seq_len, max_position_embeddings=tr.seq_len)
+    else:
+        warnings.append(f"the plan's model has no transformer shape: add {FRAMEWORK}'s model arguments "
+                        f"(--num-layers, --hidden-size, ...) yourself")
+    args["tensor_model_parallel_size"] = lay.tp
+    if lay.sp:
+        args["sequence_parallel"] = True
+    args.update(_pipeline_args(plan, stages, warnings))
+    args["micro_batch_size"] = lay.mbs
+    args["global_batch_size"] = lay.global_batch
+    args.update(_recompute_args(plan, stages, warnings))
+    if lay.dp > 1 and sharded_data_parallel(lay):
+        if lay.zero == 3:
+            args.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+                        ckpt_format="fsdp_dtensor")
+        else:
+            args["use_distributed_optimizer"] = True
+            sharded_zero0_note(lay, FRAMEWORK, "--use-distributed-optimizer (optimizer state sharded)", warnings)
+            if lay.zero == 2 and lay.num_microbatches == 1:
+                warnings.append(f"ZeRO-2: {FRAMEWORK}'s distributed optimizer shards optimizer state but keeps the "
+                                f"whole gradient buffer on every device, where the plan counted sharded gradients "
+                                f"(more memory per device than predicted)")
+    if tr.precision == "bf16":
+        args["bf16"] = True
+    elif tr.precision == "fp16":
+        args["fp16"] = True
+    return args, warnings
+
+
+def args_to_text(args: dict, header: list[str]) -> str:
+    """One argument per line, ``\\``-continued, ready to paste after ``pretrain_gpt.py``."""
+    lines = [f"# {h}" for h in header]
+    items = []
+    for dest, val in args.items():
+        flag = "--" + dest.replace("_", "-")
+        if val is True:
+            items.append(flag)
+        else:
+            v = str(val)
+            items.append(f"{flag} {v!r}" if "|" in v or " " in v else f"{flag} {v}")
+    lines += [it + (" \\" if i < len(items) - 1 else "") for i, it in enumerate(items)]
+    return "\n".join(lines) + "\n"
+
+
+def export_megatron(plan: Plan, source: str = "") -> Export:
+    args, warnings = megatron_args(plan)
+    lay = plan.layout
+    header = [f"Megatron-LM arguments for pretrain_gpt.py, from autoplan plan {source}".rstrip(),
+              f"layout {lay.short()}; run on dp*tp*pp = {lay.dp}*{lay.tp}*{lay.pp} = {lay.world_size} GPUs "
+              f"(Megatron derives dp = world size / (tp * pp))"]
+    return Export(framework="megatron", format="args", text=args_to_text(args, header), config=args,
+                  warnings=warnings)

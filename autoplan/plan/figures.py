@@ -1,0 +1,97 @@
+"""A saved plan re-costed into the figures ``autoplan show`` draws (no drawing here).
+
+The plan records the model and cluster it was made for (``training``); they are resolved again
+(catalogue entries analytically, measured profiles from their files) and the plan's layout is
+costed with the same functions as ``solve``, so the timeline and the memory bars are the cost
+model's own numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoplan.errors import InputError
+from autoplan.plan.api import Problem, make_problem
+from autoplan.plan.cost import (LayerCost, boundary_crossings, costs_for_layout, evaluate, peak_activation_bytes,
+                                transient_bytes)
+from autoplan.plan.plan import Layout, Plan, Prediction
+from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
+
+MEMORY_PARTS = ("params_grads_optimizer", "activations", "pipeline_buffers", "workspace")
+"""The stacked parts of a pipeline rank's memory (the keys of ``Prediction.memory_breakdown_bytes``)."""
+
+
+@dataclass
+class PlanFigures:
+    problem: Problem
+    layout: Layout
+    predicted: Prediction
+    """the layout re-costed now (equal to the plan's record unless a profile changed since)"""
+    costs: dict[str, LayerCost]
+    timeline: Timeline
+    memory_by_rank_bytes: list[dict[str, int]]
+    """per pipeline rank: the parts of :data:`MEMORY_PARTS`"""
+    budget_bytes: int
+    notes: list[str]
+
+
+def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]) -> list[dict[str, int]]:
+    """Each pipeline rank's predicted peak memory split into :data:`MEMORY_PARTS`, with the same
+    terms as :func:`autoplan.plan.cost.evaluate` (which keeps the split only for the peak rank)."""
+    p = layout.pp
+    (static,) = per_rank_sums(layout, costs, "static_bytes")
+    chunk_act = [[0.0] * layout.vp for _ in range(p)]
+    for j, st in enumerate(layout.stages):
+        chunk_act[j % p][j // p] += sum(costs[n].act_bytes for n in st)
+    buf = [0] * p
+    for b, edges in enumerate(boundary_crossings(problem.profile.edges, layout.stages)):
+        for u, _ in edges:
+            buf[b % p] += costs[u].out_bytes
+            buf[(b + 1) % p] += costs[u].out_bytes
+    extra = transient_bytes(costs, layout) + problem.cluster.calibration.memory_overhead_bytes
+    return [{"params_grads_optimizer": static[r],
+             "activations": int(math.ceil(peak_activation_bytes(layout, r, chunk_act[r]))),
+             "pipeline_buffers": buf[r], "workspace": extra} for r in range(p)]
+
+
+def problem_for_plan(plan: Plan, *, model: str | None = None, cluster: str | None = None,
+                     memory_per_device_bytes: int | None = None) -> Problem:
+    """The planning problem a plan was made for, from its ``training`` record (or the given specs)."""
+    tr = plan.training
+    model = model or tr.model_profile or tr.model_spec
+    cluster = cluster or tr.cluster_profile or tr.cluster_spec
+    if not cluster:
+        raise InputError("the plan does not say which cluster it was made for: give --cluster")
+    for what, spec, opt in (("model profile", model, "--model"), ("cluster profile", cluster, "--cluster")):
+        if spec.endswith(".json") and not Path(spec).exists():
+            raise InputError(f"the plan's {what} {spec} is not there (paths are relative to where solve ran): "
+                             f"give {opt}")
+    return make_problem(model, cluster, tr.global_batch, precision=tr.precision, optimizer=tr.optimizer,
+                        seq_len=tr.seq_len, memory_per_device_bytes=memory_per_device_bytes)
+
+
+def plan_figures(plan: Plan, *, model: str | None = None, cluster: str | None = None,
+                 memory_per_device_bytes: int | None = None) -> PlanFigures:
+    pb = problem_for_plan(plan, model=model, cluster=cluster, memory_per_device_bytes=memory_per_device_bytes)
+    layout = plan.layout
+    layout.check_against(pb.cluster.world_size, pb.profile.layer_names(), pb.train.global_batch)
+    costs = costs_for_layout(pb.profile, pb.cluster, layout, pb.train)
+    pred = evaluate(pb.profile, pb.cluster, layout, pb.train)
+    notes = []
+    recorded = plan.predicted.step_time_s
+    if not math.isclose(pred.step_time_s, recorded, rel_tol=1e-6):
+        notes.append(f"re-costed step time {pred.step_time_s * 1e3:.3f} ms differs from the plan's "
+                     f"{recorded * 1e3:.3f} ms (a profile or its calibration changed since solve): drawing the re-costed one")
+    tl = step_timeline(pb.profile, layout, costs, pred)
+    diff = tl.schedule_difference_s
+    if abs(diff) > 1e-9 * max(tl.model_pipeline_s, 1e-12):
+        notes.append(f"the {layout.schedule} schedule simulated on these per-chunk costs takes "
+                     f"{tl.pipeline_s * 1e3:.3f} ms, the cost model's pipeline term {tl.model_pipeline_s * 1e3:.3f} ms "
+                     f"({diff / tl.model_pipeline_s * 100:+.2f}%)"
+                     + (": the step is drawn past the prediction" if tl.exceeds_prediction else
+                        ": the difference is drawn as model margin"))
+    return PlanFigures(problem=pb, layout=layout, predicted=pred, costs=costs, timeline=tl,
+                       memory_by_rank_bytes=memory_by_rank(pb, layout, costs),
+                       budget_bytes=pb.cluster.device.memory_bytes, notes=notes)

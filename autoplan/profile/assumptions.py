@@ -1,0 +1,222 @@
+"""Every assumption of the analytic (catalogue) model in one place, each with its evidence.
+
+The analytic model profile (``analytic.py``) times a transformer from its GEMM shapes, the bytes
+its memory-bound kernels move and the attention kernel it uses; the cost model (``plan/cost.py``)
+adds communication, with or without overlap.  Three kinds of input feed it:
+
+- published hardware figures (``hardware.py``: peaks, bandwidths, SM counts, one measured large
+  GEMM per accelerator) and how they become achievable rates (:class:`CatalogueAssumptions`:
+  memory, NVLink and InfiniBand efficiencies);
+- kernel assumptions (:class:`KernelAssumptions`): how a GEMM's shape lowers its efficiency, how
+  many bytes the elementwise kernels of a block move, how fast attention kernels run;
+- the software stack (:class:`SoftwareStack`): what the training framework does -- which
+  attention kernel, dropout or not, vocabulary-parallel head, scatter/gather of pipeline
+  messages, which communication it overlaps with compute.  ``STACKS["autoplan"]`` describes
+  autoplan's own executor (the default for catalogue clusters); the others describe published
+  training systems, so that ``benchmarks/published_runs.py`` costs each published run as it ran.
+
+None of these constants was fitted to the published runs: each cites the evidence it comes from
+(a datasheet, a kernel benchmark, a framework's documentation or source).  Where the evidence is
+a range, the midpoint is taken and said so.
+
+Run::
+
+    python -c "from autoplan.profile.assumptions import STACKS; print(sorted(STACKS))"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from autoplan.errors import InputError
+
+ATTENTION_KERNELS = ("flash2", "flash3", "unfused")
+
+
+@dataclass(frozen=True)
+class CatalogueAssumptions:
+    """How published peaks become achievable rates.  Defaults with their evidence."""
+
+    matmul_efficiency: float = 0.0
+    """achievable / peak dense matmul rate of a large GEMM.  0 (default): the accelerator's measured
+    8192^3 GEMM rate (A100 0.87, H100/H200 0.80: ``AcceleratorSpec.large_gemm_flops_per_s``), else
+    0.7 where none is published.  The analytic profile lowers it further for small or awkward GEMM
+    shapes (``analytic.gemm_time_s``); memory-bound work is timed from bytes, not from this rate"""
+    memory_bandwidth_efficiency: float = 0.9
+    """achievable / peak memory bandwidth.  Evidence: one H200 measured 4.3 of 4.8 TB/s (0.90) on
+    a large device-to-device copy (HARDWARE.md)"""
+    collective_link_fraction: float = 0.8
+    """all-gather / reduce-scatter bus bandwidth / NVLink per-direction rate.  Evidence: 8x A100
+    all-reduce reaches about 235 of 300 GB/s (0.78) (HARDWARE.md)"""
+    send_recv_link_fraction: float = 0.65
+    """send/recv bandwidth / NVLink per-direction rate.  Evidence: an A100 pair in one node,
+    195 of 300 GB/s at 1 GB (HARDWARE.md)"""
+    ib_efficiency: float = 0.7
+    """achieved / nominal InfiniBand bandwidth.  Evidence: 32 H200 on 4 nodes (8 x 400 Gb/s each)
+    measured 369 GB/s all-reduce bus bandwidth at 16 GiB against 517 GB/s for a hierarchical
+    all-reduce at the nominal 50 GB/s per GPU (8 * 50 * 4/3 * 31/32): 0.71 (HARDWARE.md)"""
+    ib_latency_s: float = 0.6e-6
+    """one InfiniBand hop: about 0.5-0.6 us (HARDWARE.md)"""
+
+
+@dataclass(frozen=True)
+class KernelAssumptions:
+    """How kernels of a transformer block run on a GPU, beyond datasheet peaks."""
+
+    gemm_tile: tuple[int, int] = (256, 128)
+    """output tile of one thread block of a large cuBLAS GEMM.  Evidence: NVIDIA, "Matrix
+    Multiplication Background User's Guide" (DU-09799-001, 2023), section 2.3: cuBLAS's most
+    efficient tiles are 256x128 and 128x256.  A GEMM of M x N outputs runs ceil(M/256)*ceil(N/128)
+    tiles (the better orientation) in waves of one tile per SM; partial tiles and a partial last
+    wave are idle work (the guide's "tile quantization" and "wave quantization", section 3)."""
+    kernel_launch_s: float = 4e-6
+    """fixed cost of one GPU kernel (launch and tail).  Evidence: CUDA kernel launch latency is
+    a few microseconds (NVIDIA CUDA C++ Best Practices Guide); 4 us assumed"""
+    flash_fraction: dict = field(default_factory=lambda: {
+        ("flash2", "A100"): 0.60, ("flash2", "H100"): 0.35, ("flash3", "H100"): 0.60,
+        ("flash2", "H200"): 0.35, ("flash3", "H200"): 0.60})
+    """achieved / peak 16-bit FLOP/s of fused (flash) attention, forward and backward together.
+    Evidence: Dao 2023, "FlashAttention-2" (arXiv:2307.08691), abstract: 50-73% of the A100 peak
+    (midpoint 0.6 taken); Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608), abstract:
+    FlashAttention-2 reaches 35% of the H100 peak, FlashAttention-3 up to 75% in the forward pass
+    (its backward is slower; 0.6 assumed for both).  H200 is the H100's chip with more memory."""
+    flash_fraction_of_gemm_fallback: float = 0.6
+    """flash attention's rate as a fraction of a large GEMM's on a chip with no published figure
+    (FlashAttention-2 on A100: 0.6 of peak against 0.87 for a GEMM, about 0.7; 0.6 assumed)"""
+    flash_backward_flops_ratio: float = 2.5
+    """backward FLOPs / forward FLOPs of flash attention (it recomputes the scores): the FLOP
+    count FlashAttention-2's benchmarks use (Dao 2023, section 4.1)"""
+    causal_flash_skips_masked_half: bool = True
+    """flash kernels skip the fully masked blocks of a causal mask: half the score FLOPs
+    (FlashAttention-2, section 3.1.1)"""
+    norm_bytes_per_h: float = 4.0
+    """forward bytes per token of one layer/RMS norm, in units of h: read and write 16-bit values
+    (statistics are per token: negligible)"""
+    residual_bytes_per_h: float = 6.0
+    """forward bytes per token of one residual add, in units of h: read two 16-bit inputs, write one;
+    dropout before it (Megatron's fused bias-dropout-add) adds a 1-byte mask: 7"""
+    mlp_activation_bytes_per_f: dict = field(default_factory=lambda: {
+        "gelu": 4.0, "swiglu_fused": 6.0, "swiglu": 10.0})
+    """forward bytes per token of the MLP activation, in units of ffn_hidden / tp: GeLU (fused with
+    its bias or not) reads and writes one value; fused SwiGLU reads gate and up, writes one; eager
+    SwiGLU runs silu (read, write) then the product (read two, write one)"""
+    elementwise_backward_ratio: float = 2.0
+    """bytes moved by the backward of an elementwise kernel / its forward: it reads the saved
+    input and the output gradient and writes the input gradient (plus, for fused kernels, a second
+    output), about twice the forward's one read and one write"""
+    unfused_softmax_bytes_per_score: float = 4.0
+    """forward bytes per attention score of an unfused (Megatron fused scale-mask-softmax) kernel:
+    read and write one 16-bit value (Korthikanti et al. 2022, Table 2 counts the softmax output as
+    2 bytes per score)"""
+    attention_dropout_bytes_per_score: float = 5.0
+    """forward bytes per score of attention dropout: read and write 16-bit values, write a 1-byte
+    mask (Korthikanti et al. 2022, Table 2: dropout mask 1 byte, dropout output 2 bytes)"""
+    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.665, "H200": 0.665})
+    """fraction of the kernel model's rate that a training run sustains, per chip: what the kernel
+    terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
+    work on the host).  THE ONE CONSTANT FITTED TO PUBLISHED RUNS: the least-squares (log) fit over
+    the runs of ``benchmarks/published_runs.py`` of each chip (A100: 29 runs from 5 sources, H100: 20
+    from 2); the benchmark prints the leave-one-out and leave-one-source-out error of this fit (A100
+    fitted without any one source stays within 0.80-0.84).  H200: the H100's (same chip, an
+    assumption).  1.0 would be the kernel model alone, 20-45% optimistic on the published runs"""
+    cross_entropy_bytes_per_logit: float = 12.0
+    """bytes per logit of the loss, forward and backward: read the 16-bit logits, write and read
+    fp32 softmax, write 16-bit gradients (Megatron's vocab-parallel cross-entropy upcasts to fp32)"""
+
+
+@dataclass(frozen=True)
+class SoftwareStack:
+    """What a training framework does that the step time depends on, beyond the layout."""
+
+    name: str
+    attention: str
+    """flash2 | flash3 (fused attention; nothing quadratic in memory) | unfused (scores, softmax
+    and dropout materialised: s^2 memory traffic, and what selective recompute repeats)"""
+    dropout: bool
+    """hidden and attention dropout on (Megatron's GPT default 0.1) or off (Llama, MPT)"""
+    fused_elementwise: bool
+    """bias+GeLU and bias+dropout+residual fused into one kernel each (Megatron) or not"""
+    vocab_parallel: bool
+    """the embedding and the LM head (and its loss) are split over the TP group (Megatron's
+    VocabParallelEmbedding / ColumnParallelLinear head); otherwise every TP rank holds them whole"""
+    pp_scatter_gather: bool
+    """pipeline messages are sent as 1/tp slices and all-gathered over NVLink (Megatron's
+    scatter/gather optimisation, Narayanan et al. 2021, section 4.1)"""
+    dp_overlap: bool
+    """data-parallel gradient reduction runs during the backward pass (torch DDP buckets, FSDP's
+    reduce-scatter, Megatron's --overlap-grad-reduce) and parameter gathers run ahead of use
+    (FSDP prefetch, --overlap-param-gather); otherwise they run after the backward, exposed"""
+    tp_overlap: bool
+    """TP collectives are overlapped with the GEMMs that produce or consume them (Megatron-Core
+    --tp-comm-overlap, torch async TP); otherwise they sit on the critical path"""
+    pp_overlap: bool
+    """pipeline sends and receives are overlapped with compute (Megatron --overlap-p2p-comm)"""
+    source: str
+    fsdp_sync_every_microbatch: bool = False
+    """FSDP reduce-scatters gradients after every micro-batch and accumulates them sharded (torch
+    FSDP without ``no_sync``, as Composer runs it); otherwise (autoplan's executor:
+    ``set_requires_gradient_sync(False)`` while accumulating) it accumulates whole gradients and
+    reduce-scatters once"""
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_KERNELS:
+            raise InputError(f"software stack {self.name!r}: attention must be one of {', '.join(ATTENTION_KERNELS)}")
+
+    def with_(self, **kw) -> "SoftwareStack":
+        return replace(self, **kw)
+
+
+STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
+    SoftwareStack(
+        "autoplan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
+        source="autoplan's executor: F.scaled_dot_product_attention (flash kernels on GPU), no dropout, "
+               "replicated embedding/head under TP (execute/tp.py), DDP buckets / FSDP2 prefetch overlap "
+               "DP traffic with compute, DTensor TP collectives on the critical path, torch pipelining p2p"),
+    SoftwareStack(
+        "megatron-lm-2021", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
+        source="Megatron-LM as in Narayanan et al. 2021 (SC'21) and examples/sc21 (NGC PyTorch 20.12): fused "
+               "scale-mask-softmax over materialised scores, dropout 0.1, fused bias-GeLU and bias-dropout-add, "
+               "vocab-parallel embedding and head, scatter/gather pipeline messages; --DDP-impl local "
+               "all-reduces after the backward (torch DDP, used for the runs without PP, overlaps: set "
+               "dp_overlap per run)"),
+    SoftwareStack(
+        "megatron-lm-2022", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
+        source="Megatron-LM as in Korthikanti et al. 2022 (sequence parallel and selective recompute): "
+               "same kernels as 2021; gradients all-reduced after the backward"),
+    SoftwareStack(
+        "megatron-core-2024", attention="flash3", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True,
+        source="Megatron-Core r0.8 (Megatron-LM README, 'Benchmark Configuration', 2024): Transformer Engine "
+               "fused attention (cuDNN, FlashAttention-3 class on H100), --overlap-grad-reduce, "
+               "--overlap-param-gather, --tp-comm-overlap, p2p overlap; dropout left at Megatron's 0.1 "
+               "default (not stated)"),
+    SoftwareStack(
+        "deepspeed-megatron", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=False, dp_overlap=False, tp_overlap=False, pp_overlap=False,
+        source="Megatron-DeepSpeed (BLOOM tr11, MT-NLG): Megatron kernels without flash attention, DeepSpeed "
+               "pipeline engine (1F1B), ZeRO-1 gradient reduction after the pipeline flush"),
+    SoftwareStack(
+        "composer-fsdp", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
+        source="MosaicML Composer + llm-foundry MPT (scripts/train/benchmarking): torch FSDP (FULL_SHARD or "
+               "SHARD_GRAD_OP) with forward and backward prefetch, gradients reduce-scattered every "
+               "micro-batch, flash attention, no dropout", fsdp_sync_every_microbatch=True),
+    SoftwareStack(
+        "torchtitan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
+        source="torchtitan (docs/performance.md, 2024): FSDP2, SDPA flash attention, no dropout, eager"),
+]}
+"""Software stacks by name; ``STACKS["autoplan"]`` is what autoplan's executor does."""
+
+DEFAULT_STACK = "autoplan"
+KERNELS = KernelAssumptions()
+
+
+def stack(name: str) -> SoftwareStack:
+    """A software stack by name (InputError naming the known ones)."""
+    if name not in STACKS:
+        raise InputError(f"unknown software stack {name!r} (known: {', '.join(sorted(STACKS))})")
+    return STACKS[name]

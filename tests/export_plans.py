@@ -1,0 +1,35 @@
+"""The plans the export and show tests use: costed analytically on catalogue clusters (no torch run)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoplan.plan.api import _training_spec, complete_layout, estimate_problem, make_problem, solve_problem
+from autoplan.plan.plan import Plan, SolverInfo, parse_layout_constraints
+
+
+def plan_for(model: str, cluster: str, global_batch: int, layout: str) -> Plan:
+    """A plan for a fixed layout (the solver's partitioner places the layers)."""
+    pb = make_problem(model, cluster, global_batch)
+    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
+                                                     global_batch))
+    return Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),
+                training=_training_spec(pb, lay.world_size))
+
+
+@lru_cache(maxsize=None)
+def catalogue_175b_plan() -> Plan:
+    """What `autoplan solve --model gpt3-175b --cluster dgx-a100-80gb:128 --global-batch 1536` chooses."""
+    return solve_problem(make_problem("gpt3-175b", "dgx-a100-80gb:128", 1536))
+
+
+@lru_cache(maxsize=None)
+def done_when_plans() -> dict[str, Plan]:
+    """The issue's four: DDP, ZeRO-3, TP+SP+PP interleaved, and the 175B catalogue plan."""
+    return {
+        "ddp": plan_for("gpt3-350m", "dgx-a100-80gb:1", 64, "dp=8,zero=0"),
+        "zero3": plan_for("gpt3-1.3b", "dgx-a100-80gb:1", 64, "dp=8,zero=3,recompute=full,mbs=2"),
+        "tp_sp_pp_interleaved": plan_for("gpt3-1.3b", "dgx-a100-80gb:2", 64,
+                                         "dp=2,tp=4,sp=1,pp=2,vp=2,mbs=1,recompute=selective"),
+        "gpt3_175b": catalogue_175b_plan(),
+    }

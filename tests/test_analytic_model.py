@@ -1,0 +1,114 @@
+"""Properties of the analytic (catalogue) model that must hold whatever its constants."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autoplan.models.shapes import BUILTIN_SHAPES
+from autoplan.plan.api import complete_layout, estimate_problem, make_problem
+from autoplan.plan.cost import TrainingConfig, layer_costs
+from autoplan.profile.analytic import (DeviceModel, analytic_model_profile, block_time, gemm_time_s,
+                                       tile_quantization)
+from autoplan.profile.assumptions import STACKS
+from autoplan.profile.hardware import catalogue_cluster, hierarchical_collective_s
+
+A100 = catalogue_cluster("dgx-a100-80gb:4")
+H100 = catalogue_cluster("dgx-h100-80gb:4")
+
+
+@pytest.mark.parametrize("cluster", [A100, H100], ids=["a100", "h100"])
+def test_gemm_never_beats_the_peak_and_shrinking_lowers_efficiency(cluster):
+    dev = DeviceModel.of(cluster, "bf16")
+    rates = []
+    for n in (16384, 8192, 4096, 2048, 1024, 512, 256, 128):
+        t = gemm_time_s(dev, n, n, n)
+        rate = 2 * n ** 3 / t
+        assert rate <= dev.peak_flops_per_s
+        rates.append(rate)
+    assert rates == sorted(rates, reverse=True)
+    # the measured large-GEMM rate is what an 8192^3 product gets
+    assert 2 * 8192 ** 3 / gemm_time_s(dev, 8192, 8192, 8192) == pytest.approx(cluster.device.compute_flops_per_s,
+                                                                               rel=0.01)
+    # a TP shard of a weight runs less efficiently than the whole weight
+    whole = 2 * 2048 * 12288 * 49152 / gemm_time_s(dev, 2048, 49152, 12288)
+    shard = 2 * 2048 * 12288 * 6144 / gemm_time_s(dev, 2048, 6144, 12288)
+    assert shard < whole
+
+
+def test_tile_quantization_is_a_fraction():
+    for m, n, b in [(1, 1, 1), (100, 3000, 2), (8192, 8192, 1), (2048, 1536, 1), (4096, 128, 96)]:
+        assert 0 < tile_quantization(m, n, b, 108) <= 1
+
+
+def test_tp_shards_run_below_linear_speedup():
+    shape = BUILTIN_SHAPES["gpt3-175b"]
+    dev = DeviceModel.of(A100, "bf16")
+    stack = STACKS["megatron-lm-2022"]
+    t1 = block_time(shape, 2048, 1, 1, dev, stack, 2)
+    t8 = block_time(shape, 2048, 1, 8, dev, stack, 2)
+    assert t1.forward_s / 8 < t8.forward_s < t1.forward_s
+    assert t8.sequence_parallel_saving_s > 0 == t1.sequence_parallel_saving_s
+
+
+def test_flash_attention_is_faster_and_leaves_nothing_to_recompute_selectively():
+    shape = BUILTIN_SHAPES["gpt3-13b"]
+    dev = DeviceModel.of(A100, "bf16")
+    unfused = block_time(shape, 2048, 1, 1, dev, STACKS["megatron-lm-2022"], 2)
+    flash = block_time(shape, 2048, 1, 1, dev, STACKS["megatron-lm-2022"].with_(attention="flash2"), 2)
+    assert flash.forward_s < unfused.forward_s
+    assert unfused.selective_recompute_s > 0 == flash.selective_recompute_s
+
+
+def test_elementwise_work_grows_with_tokens_and_memory_bandwidth_matters():
+    shape = BUILTIN_SHAPES["gpt3-1.3b"]
+    dev = DeviceModel.of(A100, "bf16")
+    slow_mem = dataclasses.replace(dev, memory_bandwidth_bytes_per_s=dev.memory_bandwidth_bytes_per_s / 4)
+    stack = STACKS["autoplan"]
+    assert block_time(shape, 2048, 1, 1, slow_mem, stack, 2).forward_s > block_time(shape, 2048, 1, 1, dev, stack, 2).forward_s
+    assert block_time(shape, 2048, 4, 1, dev, stack, 2).forward_s > 3 * block_time(shape, 2048, 1, 1, dev, stack, 2).forward_s
+
+
+def test_swiglu_counts_three_mlp_matrices():
+    llama = BUILTIN_SHAPES["llama3-8b"]
+    assert llama.mlp == "swiglu" and llama.param_count() == pytest.approx(8.03e9, rel=0.005)
+    assert BUILTIN_SHAPES["llama3-70b"].param_count() == pytest.approx(70.6e9, rel=0.005)
+    gelu = dataclasses.replace(llama, mlp="gelu")
+    assert llama.block_param_count() - gelu.block_param_count() == llama.hidden * llama.ffn_hidden
+
+
+def test_overlap_never_makes_a_layout_slower():
+    pb = make_problem("gpt3-13b", "dgx-a100-80gb:4", 256)
+    lay = complete_layout({"tp": 1, "pp": 1, "zero": 3, "mbs": 2}, 32, 256)
+    exposed = STACKS["autoplan"].with_(name="autoplan-exposed", dp_overlap=False)
+    prof = analytic_model_profile(BUILTIN_SHAPES["gpt3-13b"], pb.cluster, stack=exposed)
+    overlapped = layer_costs(pb.profile, pb.cluster, lay, pb.train)
+    serial = layer_costs(prof, pb.cluster, lay, TrainingConfig(global_batch=256, precision="bf16", stack=exposed))
+    assert sum(c.dp_sync_s for c in overlapped.values()) < sum(c.dp_sync_s for c in serial.values())
+
+
+def test_hierarchical_collectives_use_every_nic_of_a_node():
+    n = 2 ** 30
+    flat = hierarchical_collective_s(H100, "all_reduce", n, 32, 1)
+    assert flat == pytest.approx(H100.collective_time_s("all_reduce", n, 32, True))
+    assert hierarchical_collective_s(H100, "all_reduce", n, 32, 8) < flat / 4
+    # never faster than the same collective inside one node
+    assert hierarchical_collective_s(H100, "all_reduce", n, 32, 8) >= H100.collective_time_s("all_reduce", n, 8, False)
+
+
+def test_vocab_parallel_head_is_split_by_tp():
+    shape = BUILTIN_SHAPES["gpt3-175b"]
+    megatron = analytic_model_profile(shape, A100, stack="megatron-lm-2022", mbs_list=(1,))
+    ours = analytic_model_profile(shape, A100, stack="autoplan", mbs_list=(1,))
+    assert megatron.kinds["head"].tp_shardable and not ours.kinds["head"].tp_shardable
+    assert megatron.kinds["head"].timing(1, 8).forward_s < megatron.kinds["head"].timing(1, 1).forward_s / 4
+
+
+def test_estimate_of_a_published_layout_fits_and_is_costed_term_by_term():
+    pb = make_problem("gpt3-175b", "dgx-a100-80gb:8", 64)
+    lay, pred = estimate_problem(pb, complete_layout({"tp": 8, "pp": 8, "mbs": 1, "recompute": "selective",
+                                                      "sp": 1, "vp": 3}, 64, 64))
+    assert pred.fits
+    for term in ("compute", "tp_comm", "bubble"):
+        assert pred.breakdown_s[term] > 0

@@ -1,0 +1,43 @@
+"""The cost model's pipeline schedule facts, checked against torch's own schedules."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from autoplan.plan.cost import inflight_microbatches, inflight_vectors, interleaved_order, peak_activation_bytes
+from autoplan.plan.plan import Layout
+
+
+def _torch_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B, _ComputationType
+    rounds = max(1, m // pp)
+    me = SimpleNamespace(n_local_stages=vp, microbatches_per_round=m // rounds, pp_group_size=pp, _n_microbatches=m)
+    ops = ScheduleInterleaved1F1B._calculate_single_rank_operations(me, rank)
+    kind = {_ComputationType.FORWARD: "F", _ComputationType.FULL_BACKWARD: "B"}
+    return [(kind[a.computation_type], a.stage_index // pp) for a in ops if a is not None]
+
+
+@pytest.mark.parametrize("pp,vp,m", [(2, 2, 2), (2, 2, 4), (4, 2, 8), (4, 2, 4), (4, 3, 8), (4, 2, 12),
+                                     (8, 6, 16), (3, 2, 6), (4, 4, 10), (2, 3, 7)])
+def test_interleaved_order_is_torchs(pp, vp, m):
+    rounds = max(1, m // pp)
+    if m % rounds:
+        pytest.skip("torch refuses this micro-batch count")
+    for rank in range(pp):
+        assert interleaved_order(pp, vp, m, rank) == _torch_order(pp, vp, m, rank)
+
+
+def test_inflight_vectors():
+    assert inflight_vectors("1f1b", 4, 1, 8, 0) == ((4,),)
+    assert inflight_vectors("1f1b", 4, 1, 8, 3) == ((1,),)
+    assert inflight_vectors("1f1b", 4, 1, 2, 0) == ((2,),)
+    assert inflight_vectors("gpipe", 4, 1, 8, 2) == ((8,),)
+    # pp=4, vp=2, m=8, rank 1: its first chunk holds all 8 micro-batches while the second drains
+    vecs = inflight_vectors("interleaved", 4, 2, 8, 1)
+    assert (8, 1) in vecs and all(sum(v) <= 9 for v in vecs)
+    lay = Layout(pp=4, vp=2, num_microbatches=8, schedule="interleaved")
+    # an even spread: the largest total over vp, as before (torch's warm-up + 1 chunk forwards)
+    assert inflight_microbatches(lay, 1) == pytest.approx(9 / 2)
+    # uneven chunks: two blocks on the first chunk, one on the second (what a planner once chose)
+    assert peak_activation_bytes(lay, 1, [2.0, 1.0]) == pytest.approx(8 * 2 + 1)
+    assert peak_activation_bytes(lay, 1, [1.0, 2.0]) <= 9 / 2 * 3

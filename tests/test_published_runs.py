@@ -1,0 +1,58 @@
+"""benchmarks/published_runs.py: the data loads, and every published layout is expressible (fast: no
+timing assertions, no search)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "published_runs.py"
+
+
+@pytest.fixture(scope="module")
+def pr():
+    spec = importlib.util.spec_from_file_location("published_runs", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["published_runs"] = mod        # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runs_cover_the_range_the_issue_asks_for(pr):
+    runs = pr.published_runs()
+    assert len(runs) >= 20
+    assert {r.hardware for r in runs} == {"A100", "H100"}
+    gpus = [r.gpus for r in runs]
+    assert min(gpus) <= 8 and max(gpus) >= 3072
+    assert len({r.name for r in runs}) == len(runs)
+    for r in runs:
+        assert r.source.startswith("[") and r.derivation and r.step_time_s > 0, r.name
+        assert r.model.name and r.precision in ("bf16", "fp16")
+    assert any("llama" in r.model.name for r in runs) and any(r.layout.get("vp", 1) > 1 for r in runs)
+
+
+def test_every_published_layout_is_expressible(pr):
+    for run in pr.published_runs():
+        lay = pr.expressible(run)
+        assert lay.world_size == run.gpus and lay.global_batch == run.global_batch, run.name
+        for key in ("tp", "pp", "mbs"):
+            assert getattr(lay, key) == run.layout[key], (run.name, key)
+
+
+def test_uneven_published_stages_are_kept(pr):
+    bloom = next(r for r in pr.published_runs() if r.name == "bloom-176b")
+    lay = pr.expressible(bloom)
+    assert [sum(n.startswith("block.") for n in st) for st in lay.stages] == [5] + [6] * 10 + [5]
+    assert lay.stages[0][0] == "embed" and lay.stages[-1][-1] == "head"
+
+
+def test_fit_recovers_a_known_fraction(pr):
+    run = pr.published_runs()[0]
+    res = [pr.Result(run, predicted_s=2.0 * k, compute_s=1.0 * k) for k in (1.0, 2.0, 3.0)]
+    f0 = pr.shipped_fraction(run)
+    for r in res:   # published = prediction at fraction 0.5 * f0
+        r.run = pr.PublishedRun(**{**run.__dict__, "step_time_s": r.predicted_at(0.5 * f0)})
+    assert pr.fit_fraction(res) == pytest.approx(0.5 * f0, rel=1e-3)
