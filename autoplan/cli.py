@@ -266,11 +266,13 @@ def solve(
     optimizer: str = typer.Option("adamw", help="adamw|sgd (sets optimizer-state memory)"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="runner-up layouts to keep"),
-    time_limit: float = typer.Option(10.0, help="CBC time limit per placement ILP, seconds"),
+    time_limit: float = typer.Option(10.0, help="solver time limit per placement ILP, seconds"),
+    solver: str = typer.Option("auto", help="ILP solver: highs, cbc, or auto (HiGHS when the highspy package is "
+                                            "installed, else the CBC that ships with pulp)"),
     tp_across_nodes: bool = typer.Option(False, help="allow tensor parallel groups to span nodes"),
     preset: Optional[str] = typer.Option(None, help=PRESET_OPTION_HELP),
     per_layer_recompute: bool = typer.Option(False, help="let the ILP choose each block's recompute mode per "
-                                                         "pipeline rank where uniform modes do not fit (slower)"),
+                                                         "pipeline rank where no recomputation does not fit"),
     allow_lossy: Optional[str] = typer.Option(None, help="LOSSY options the plan may use on a slow network, "
                                               "comma-separated: fp16 and powersgd (gradient compression), localsgd "
                                               "(average parameters every 2/4/8 steps). They change the training "
@@ -293,8 +295,10 @@ def solve(
         raise InputError(f"--top-k must be from 0 to 100, got {top_k}")
     if not 0 < time_limit <= 86400:      # also refuses nan
         raise InputError(f"--time-limit must be > 0 and at most 86400 seconds, got {time_limit}")
+    from autoplan.plan.ilp import resolve_solver
+    resolve_solver(solver)    # an unknown or unavailable solver is bad input, before any solving
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
-                         per_layer_recompute=per_layer_recompute, allow_lossy=lossy)
+                         per_layer_recompute=per_layer_recompute, allow_lossy=lossy, solver=solver)
     with _progress("solving", enabled=not as_json) as update:
         plan = solve_problem(pb, opts, progress=lambda d, t: update(d, t, ""))
     if out:

@@ -13,7 +13,10 @@ from autoplan.errors import InfeasibleError
 from autoplan.plan.cost import TrainingConfig, evaluate
 from autoplan.plan.plan import RECOMPUTE, Layout
 from autoplan.plan.search import SearchOptions, search
+from autoplan.plan import ilp
 from planner_instances import random_cluster, random_model_profile
+
+SOLVERS = ["highs", "cbc"] if ilp.highspy is not None else ["cbc"]
 
 
 def compositions(n: int, k: int):
@@ -53,9 +56,10 @@ def brute_force(profile, cluster, train, max_vp: int):
     return best
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("formulation", ["auto", "cuts", "assignment"])
 @pytest.mark.parametrize("seed", range(24))
-def test_search_equals_brute_force(seed, formulation):
+def test_search_equals_brute_force(seed, formulation, solver):
     rng = random.Random(seed)
     profile = random_model_profile(rng, n_blocks=rng.randint(1, 5), distinct_blocks=seed % 2 == 0)
     world = rng.choice([1, 2, 4, 4, 8]) if seed % 3 else 4
@@ -63,7 +67,7 @@ def test_search_equals_brute_force(seed, formulation):
                              num_nodes=2 if world >= 4 and seed % 4 == 1 else 1)
     train = TrainingConfig(global_batch=rng.choice([4, 8, 16]), optimizer=rng.choice(["adamw", "sgd"]))
     expected = brute_force(profile, cluster, train, max_vp=2)
-    opts = SearchOptions(max_vp=2, tp_within_node=False, formulation=formulation)
+    opts = SearchOptions(max_vp=2, tp_within_node=False, formulation=formulation, solver=solver)
     if math.isinf(expected):
         with pytest.raises(InfeasibleError):
             search(profile, cluster, train, opts)
@@ -76,8 +80,9 @@ def test_search_equals_brute_force(seed, formulation):
     assert again.step_time_s == pytest.approx(expected, rel=1e-7) and again.fits
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("seed", range(12))
-def test_per_layer_recompute_equals_brute_force(seed):
+def test_per_layer_recompute_equals_brute_force(seed, solver):
     """Memory just below what no recomputation needs: the ILP choosing each block's mode per rank
     finds the best over every placement and every assignment of modes to blocks."""
     rng = random.Random(100 + seed)
@@ -105,7 +110,8 @@ def test_per_layer_recompute_equals_brute_force(seed):
         if pred.fits:
             best = min(best, pred.step_time_s)
     opts = SearchOptions(fixed={"dp": 1, "tp": 1, "mbs": 1, "sp": 0}, per_layer_recompute=True,
-                         mixed_recompute_time_limit_s=30, prune_dominated=False, schedules=("gpipe", "1f1b"))
+                         mixed_recompute_time_limit_s=30, prune_dominated=False, schedules=("gpipe", "1f1b"),
+                         solver=solver)
     if math.isinf(best):
         with pytest.raises(InfeasibleError):
             search(profile, cluster, train, opts)

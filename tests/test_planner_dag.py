@@ -15,6 +15,7 @@ from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.search import SearchOptions, search
 from autoplan.profile.formats import LayerInfo, ModelProfile
+from autoplan.plan import ilp
 from planner_instances import random_cluster, random_model_profile
 
 
@@ -52,8 +53,9 @@ def test_graph_is_not_a_chain():
     assert not is_chain(build_layer_graph(prof))
 
 
+@pytest.mark.parametrize("solver", ["highs", "cbc"] if ilp.highspy is not None else ["cbc"])
 @pytest.mark.parametrize("seed", range(6))
-def test_dag_placement_equals_brute_force(seed):
+def test_dag_placement_equals_brute_force(seed, solver):
     rng = random.Random(seed)
     prof = encoder_decoder_profile(rng)
     cluster = random_cluster(rng, world=4, memory_bytes=int(rng.uniform(30, 200) * 2**20))
@@ -64,7 +66,7 @@ def test_dag_placement_equals_brute_force(seed):
         expected = brute_force(prof, cluster, train, lay)
         if math.isinf(expected):
             continue
-        got = search(prof, cluster, train, SearchOptions(fixed=fixed)).best[0]
+        got = search(prof, cluster, train, SearchOptions(fixed=fixed, solver=solver)).best[0]
         assert got.predicted.step_time_s == pytest.approx(expected, rel=1e-7)
         where = {n: j for j, st in enumerate(got.layout.stages) for n in st}
         assert all(where[u] <= where[v] for u, v in prof.edges)

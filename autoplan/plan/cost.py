@@ -208,19 +208,29 @@ class LayerCost:
 @lru_cache(maxsize=4096)
 def spans_nodes(dp: int, tp: int, pp: int, devices_per_node: int, num_nodes: int) -> tuple[bool, bool, bool]:
     """Whether any (tp, dp, pp) group crosses a node boundary, for the rank order
-    rank = (pp_i * dp + dp_i) * tp + tp_i (tp innermost, so it gets the fastest links)."""
+    rank = (pp_i * dp + dp_i) * tp + tp_i (tp innermost, so it gets the fastest links).
+
+    Arithmetic, not an enumeration of the groups (16,384 GPUs have 16,384 of each): every group is
+    an arithmetic progression base + i*stride (i < size) and a rank's node r // D grows with r, so a
+    group spans nodes iff its first and last rank differ in node, i.e. iff (size-1)*stride >= D or
+    base mod D >= D - (size-1)*stride. Residues of the bases repeat within D steps, so at most D^2
+    bases are looked at whatever the world size."""
     if num_nodes <= 1:
         return False, False, False
-    node = lambda r: r // devices_per_node  # noqa: E731
-    world = dp * tp * pp
+    D = devices_per_node
+    tp_bases = (k * tp for k in range(min(dp * pp, D)))
+    dp_bases = (p * dp * tp + t for p in range(min(pp, D)) for t in range(min(tp, D)))
+    pp_bases = (d * tp + t for d in range(min(dp, D)) for t in range(min(tp, D)))
+    return (_progression_spans(tp_bases, 1, tp, D), _progression_spans(dp_bases, tp, dp, D),
+            _progression_spans(pp_bases, dp * tp, pp, D))
 
-    def any_span(groups) -> bool:
-        return any(len({node(r) for r in g}) > 1 for g in groups)
 
-    tp_groups = [[b + i for i in range(tp)] for b in range(0, world, tp)]
-    dp_groups = [[(p * dp + d) * tp + t for d in range(dp)] for p in range(pp) for t in range(tp)]
-    pp_groups = [[(p * dp + d) * tp + t for p in range(pp)] for d in range(dp) for t in range(tp)]
-    return any_span(tp_groups), any_span(dp_groups), any_span(pp_groups)
+def _progression_spans(bases, stride: int, size: int, per_node: int) -> bool:
+    """Whether some group {base + i*stride : i < size} holds ranks of two nodes."""
+    if size <= 1:
+        return False
+    reach = (size - 1) * stride
+    return reach >= per_node or any(b % per_node >= per_node - reach for b in bases)
 
 
 def collective_s(cluster: ClusterProfile, op: str, full_bytes: float, group: int, cross: bool) -> float:

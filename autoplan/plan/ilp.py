@@ -43,11 +43,40 @@ offset inside it::
 The cuts model has 2*R*(S-1) variables whatever the depth (R = 3 runs for embed, blocks, head),
 which is what lets a 96-block model be split 64 ways in well under a second. With
 ``objective="memory"`` both minimise the largest per-device memory Z instead (memory_r: Z >= ...).
+
+**Tied** (a chain ``first, N identical blocks, last``). A rank's time and memory depend only on
+how many blocks it holds, so the variables aggregate the identical blocks: n[r,c] in {0..N} blocks
+on rank r recomputed with mode c (one mode, or each of none/selective/full when the ILP chooses
+recompute per block), z0 (chunk 0 holds only the first layer), z1 (chunk S-1 only the last), u
+(some block is fully recomputed). With n[r] = sum_c n[r,c] and q_c a block's coefficient in mode c::
+
+    blocks        sum_{r,c} n[r,c] = N
+    nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]          (none when S = 1)
+    alone_0/1     (vp = 1 only) n[0] <= N*(1 - z0),  n[pp-1] <= N*(1 - z1)
+    full_used     sum_r n[r,full] <= N*u      (u adds the full-recompute workspace on every rank)
+    q(r)          = sum_c q_c n[r,c] + [r = 0]*q_first + [r = pp-1]*q_last
+    boundaries    each sends a block's output; boundary 0 the first layer's when z0
+    symmetry_r    n[r] >= n[r+1] for interchangeable neighbours (same in-flight count, no
+                  first/last layer, no boundary 0: GPipe's middle ranks)
+    relax_*       T >= T*, sum_r tau_r >= S*, D >= D*, O >= O*    (tied.py's per-rank relaxation:
+                  integer-exact per rank, so the LP bound starts where the block counts allow)
+    cap_r         n[r] <= cap_r    (with an incumbent U: no solution better than U exceeds it)
+
+Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
+optimum equals the assignment and cut formulations' (tests check all three and the per-block
+modes against brute force).
+
+**Solvers.** pulp drives HiGHS (``highspy``, in-process) or CBC (a subprocess per ILP, shipped
+with pulp); ``auto`` takes HiGHS when installed: on every problem measured it was faster
+(benchmarks/solve_scaling.py; a tied ILP takes milliseconds where CBC's process start alone takes
+about 30 ms). With an incumbent (cutoff) the status "cutoff" says no solution beats it.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, fields
@@ -55,10 +84,17 @@ from dataclasses import dataclass, fields
 import networkx as nx
 import pulp
 
+from autoplan.errors import InputError
 from autoplan.plan.cost import (LayerCost, inflight_microbatches, inflight_vectors, peak_activation_bytes,
                                  transient_bytes)
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
+from autoplan.plan.tied import MODE_ORDER, TiedChain
+
+try:
+    import highspy
+except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallback
+    highspy = None
 
 # LayerCost fields that enter the ILP (everything but the name)
 _COEFFS = tuple(f.name for f in fields(LayerCost))
@@ -68,7 +104,8 @@ GIB = float(2**30)
 @dataclass
 class PlacementResult:
     status: str
-    """optimal | feasible (time limit hit with a solution) | timeout (hit with none) | infeasible"""
+    """optimal | feasible (time limit hit with a solution) | timeout (hit with none) | infeasible |
+    cutoff (no solution beats the incumbent; bound = the incumbent)"""
     stages: list[list[str]]
     objective: float
     """predicted step time (s), or peak memory (bytes) with objective='memory'"""
@@ -92,12 +129,56 @@ def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
         return pulp.PULP_CBC_CMD(**kw)
 
 
+SOLVERS = ("auto", "highs", "cbc")
+
+
+def resolve_solver(name: str) -> str:
+    """``auto`` is HiGHS when highspy is installed (in-process, no subprocess per ILP: faster on
+    every problem measured, benchmarks/solve_scaling.py), else CBC."""
+    if name not in SOLVERS:
+        raise InputError(f"unknown ILP solver {name!r} (known: {', '.join(SOLVERS)})")
+    if name == "auto":
+        return "highs" if highspy is not None else "cbc"
+    if name == "highs" and highspy is None:
+        raise InputError("the HiGHS solver needs the highspy package (pip install highspy); --solver cbc needs nothing")
+    return name
+
+
+_HIGHS_BANNER_SILENCED = False
+
+
+def _silence_highs_banner() -> None:
+    """HiGHS prints its banner to the C-level stdout the first time a solver is made in a
+    process, which would corrupt ``--json`` output: make that first one with stdout closed."""
+    global _HIGHS_BANNER_SILENCED
+    if _HIGHS_BANNER_SILENCED:
+        return
+    _HIGHS_BANNER_SILENCED = True
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:            # no file descriptor 1 (an embedding host): nothing to protect
+        highspy.Highs()
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 class PlacementILP:
     """Shared objective and constraint families; subclasses supply q(j), q(b) and the stages."""
 
     def __init__(self, graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
-                 mode_costs: dict[str, dict[str, LayerCost]] | None = None):
+                 mode_costs: dict[str, dict[str, LayerCost]] | None = None, incumbent: float | None = None):
         self.g = graph
+        self.incumbent = incumbent
+        """objective value to beat (cutoff): solutions no better are not wanted"""
+        self.hopeless: str | None = None
+        """set when the formulation proves before solving that it is infeasible or cut off"""
         self.mode_costs = mode_costs
         self.layout = layout
         self.order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["index"])
@@ -122,6 +203,7 @@ class PlacementILP:
         self.add_optimizer()
         self.add_memory()
         self.set_objective()
+        self.add_bounds()
 
     # -- supplied by the formulation -----------------------------------------------------
     def add_structure(self) -> None:
@@ -137,6 +219,13 @@ class PlacementILP:
 
     def stages(self) -> list[list[str]]:
         raise NotImplementedError
+
+    def add_bounds(self) -> None:
+        """Valid cuts known before solving (the tied formulation adds its relaxation's)."""
+
+    def relaxation_bound(self) -> float:
+        """A lower bound on the objective known without solving (0 if none)."""
+        return 0.0
 
     # -- per-rank sums (the tied formulation overrides these) -----------------------------
     def chunks_of(self, r: int) -> list[int]:
@@ -201,22 +290,76 @@ class PlacementILP:
                           + self.D + self.O)
 
     # -- solving -------------------------------------------------------------------------
-    def solve(self, time_limit_s: float = 10.0, gap_rel: float = 1e-6) -> PlacementResult:
+    def solve(self, time_limit_s: float = 10.0, gap_rel: float = 1e-6, solver: str = "auto") -> PlacementResult:
+        """Solve with HiGHS or CBC (``solver``: auto | highs | cbc; auto is HiGHS when highspy is
+        installed). With an incumbent, status "cutoff" says no solution beats it."""
         t0 = time.perf_counter()
-        self.prob.solve(_cbc(time_limit_s, gap_rel))
+        scale = GIB if self.objective == "memory" else 1.0
+        if self.hopeless:
+            bound = self.incumbent if self.hopeless == "cutoff" else math.inf
+            return PlacementResult(self.hopeless, [], math.inf, bound, time.perf_counter() - t0)
+        kind = resolve_solver(solver)
+        run = self._run_highs if kind == "highs" else self._run_cbc
+        state, solver_bound = run(time_limit_s, gap_rel)
         wall = time.perf_counter() - t0
+        bound = max(solver_bound * scale, self.relaxation_bound())
+        obj = float(pulp.value(self.prob.objective)) * scale if state in ("optimal", "feasible") else math.inf
+        if self.incumbent is not None and obj > self.incumbent * (1 + 1e-9):
+            # nothing better than the incumbent was found (HiGHS takes objective_bound as a hint:
+            # its presolve may still return a worse optimum)
+            if state in ("optimal", "infeasible") or bound >= self.incumbent:
+                return PlacementResult("cutoff", [], math.inf, self.incumbent, wall)
+            return PlacementResult("timeout", [], math.inf, bound, wall)
+        if state in ("infeasible", "timeout"):
+            return PlacementResult(state, [], math.inf, math.inf if state == "infeasible" else bound, wall)
+        stages = self.stages()                      # read the solution before any other solve
+        modes = self.recompute_layers(stages)
+        return PlacementResult(state, stages, obj, obj if state == "optimal" else min(obj, bound), wall,
+                               recompute_layers=modes)
+
+    def _cutoff(self) -> float | None:
+        if self.incumbent is None:
+            return None
+        return self.incumbent * (1 + 1e-9) / (GIB if self.objective == "memory" else 1.0)
+
+    def _run_cbc(self, time_limit_s: float, gap_rel: float) -> tuple[str, float]:
+        """(optimal | feasible | timeout | infeasible, bound in objective units)."""
+        cutoff = self._cutoff()
+        if cutoff is not None:       # CBC through pulp takes no cutoff: a row instead
+            self.prob += self.prob.objective <= cutoff, "cutoff"
+        self.prob.solve(_cbc(time_limit_s, gap_rel))
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
-            return PlacementResult("infeasible", [], math.inf, math.inf, wall)
+            return "infeasible", math.inf
         if any(v.cat == pulp.LpInteger and abs((v.value() or 0) - round(v.value() or 0)) > 1e-6
                for v in self.prob.variables()):
             # CBC stopped at its time limit before finding an integer solution
-            return PlacementResult("timeout", [], math.inf, self._lp_bound(), wall)
-        obj = float(pulp.value(self.prob.objective)) * (GIB if self.objective == "memory" else 1.0)
-        optimal = self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal"
-        stages = self.stages()                      # read the solution before any other solve
-        modes = self.recompute_layers(stages)
-        bound = obj if optimal else self._lp_bound()
-        return PlacementResult("optimal" if optimal else "feasible", stages, obj, bound, wall, recompute_layers=modes)
+            return "timeout", self._lp_bound()
+        if self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal":
+            return "optimal", -math.inf
+        values = {v.name: v.value() for v in self.prob.variables()}
+        bound = self._lp_bound()
+        for v in self.prob.variables():      # the relaxation overwrote them: restore the solution
+            v.varValue = values[v.name]
+        return "feasible", bound
+
+    def _run_highs(self, time_limit_s: float, gap_rel: float) -> tuple[str, float]:
+        """(optimal | feasible | timeout | infeasible, HiGHS's dual bound in objective units)."""
+        _silence_highs_banner()
+        kw = {} if self._cutoff() is None else {"objective_bound": self._cutoff()}
+        self.prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel, threads=1, **kw))
+        h = self.prob.solverModel
+        info = h.getInfo()
+        status = h.getModelStatus()
+        has_solution = info.primal_solution_status == 2          # kSolutionStatusFeasible
+        if status == highspy.HighsModelStatus.kOptimal and has_solution:
+            return "optimal", -math.inf
+        if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+            return "infeasible", math.inf
+        if not has_solution:
+            if status == highspy.HighsModelStatus.kObjectiveBound:
+                return "infeasible", math.inf
+            return "timeout", float(info.mip_dual_bound)
+        return "feasible", float(info.mip_dual_bound)
 
     def recompute_layers(self, stages: list[list[str]]) -> dict[str, str] | None:
         """Per-layer modes, for formulations that choose them."""
@@ -231,7 +374,9 @@ class PlacementILP:
             var.cat = pulp.LpContinuous
         try:
             self.prob.solve(_cbc(None, None))
-            return float(pulp.value(self.prob.objective)) * (GIB if self.objective == "memory" else 1.0)
+            if self.prob.sol_status != pulp.LpSolutionOptimal:
+                return math.inf        # the relaxation is infeasible (with a cutoff row: nothing beats it)
+            return float(pulp.value(self.prob.objective))
         finally:
             for var in self.prob.variables():
                 var.cat = cats[var.name]
@@ -335,71 +480,112 @@ class CutILP(PlacementILP):
 
 
 class TiedChainILP(PlacementILP):
-    """A chain ``first, N identical blocks, last``: only how many blocks each rank holds matters.
+    """A chain ``first, N identical blocks, last``: only how many blocks each rank holds matters
+    (the tied formulation of the module docstring; coefficients from :class:`TiedChain`)."""
 
-    Under the cost model a rank's time and memory depend on the multiset of layers it holds, so
-    the variables are n[r,c] (blocks on rank r recomputed with mode c; one mode unless the ILP
-    chooses recomputation per layer) and two binaries: z0 (chunk 0 holds only the first layer),
-    z1 (chunk S-1 holds only the last). Every other chunk holds at least one block::
-
-        blocks        sum_{r,c} n[r,c] = N,            n[r] = sum_c n[r,c]
-        nonempty_r    n[r] >= vp - z0*[r = 0] - z1*[r = pp-1]          (0 when S = 1)
-        alone_0/1     (vp = 1 only) n[0] <= N*(1 - z0),  n[pp-1] <= N*(1 - z1)
-        rank sums     q(r) = sum_c n[r,c]*q_block(c) + [r = 0]*q_first + [r = pp-1]*q_last
-        boundaries    every boundary sends a block's output, except boundary 0 when z0 (first's)
-        full_used     sum_r n[r,full] <= N*u      (u adds the full-recompute workspace)
-
-    Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
-    optimum equals the assignment and cut formulations' (tests check all three; per-layer modes
-    against brute force over every mode assignment)."""
+    def __init__(self, graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
+                 mode_costs: dict[str, dict[str, LayerCost]] | None = None, incumbent: float | None = None,
+                 cuts: bool = True, chain: TiedChain | None = None):
+        self.use_cuts = cuts
+        self.chain = chain
+        super().__init__(graph, layout, memory_bytes, objective=objective, mode_costs=mode_costs, incumbent=incumbent)
 
     @staticmethod
     def applies(order: list[str], cost: dict[str, LayerCost], g: nx.DiGraph) -> bool:
-        if len(order) < 3 or not is_chain(g):
+        return is_chain(g) and TiedChainILP.tied_blocks(order, cost)
+
+    @staticmethod
+    def tied_blocks(order: list[str], cost: dict[str, LayerCost]) -> bool:
+        """At least one layer between the first and the last, all with the same coefficients."""
+        if len(order) < 3:
             return False
         mid = [cost[n] for n in order[1:-1]]
-        return all(c == mid[0] for c in mid)
+        return all(c is mid[0] or c == mid[0] for c in mid)
 
     def add_structure(self) -> None:
         if not self.applies(self.order, self.cost, self.g):
             raise ValueError("TiedChainILP needs a chain first, N identical layers, last")
-        self.first, self.last = self.cost[self.order[0]], self.cost[self.order[-1]]
-        self.N = len(self.order) - 2
-        mid = self.order[1]
-        if self.mode_costs:
-            self.modes = [m for m in ("full", "selective", "none") if m in self.mode_costs]
-            self.block = {m: self.mode_costs[m][mid] for m in self.modes}
-        else:
-            self.modes = [self.layout.recompute]
-            self.block = {self.layout.recompute: self.cost[mid]}
+        if self.chain is None:
+            self.chain = tied_chain(self.order, self.cost, self.layout, self.M, self.mode_costs)
+        self.N, self.modes, self.block = self.chain.N, self.chain.modes, self.chain.block
+        self.first, self.last = self.chain.first, self.chain.last
         self.n = {(r, c): self.var(f"n_{r}_{c}", 0, self.N, cat=pulp.LpInteger)
                   for r in range(self.p) for c in self.modes}
         self.z0 = self.var("z0_first_alone", 0, 1, cat=pulp.LpInteger)
         self.z1 = self.var("z1_last_alone", 0, 1, cat=pulp.LpInteger)
+        self.add_blocks()
+        self.add_nonempty()
+        self.add_full_used()
+        self.add_selective_used()
+        self.add_symmetry()
+
+    def add_blocks(self) -> None:
+        """blocks: every block on exactly one rank."""
         self.prob += pulp.lpSum(self.n.values()) == self.N, "blocks"
+
+    def add_nonempty(self) -> None:
+        """nonempty_r (every chunk holds a block unless it holds first/last alone), alone_0/1."""
         if self.S == 1:
             self.z0.upBound = self.z1.upBound = 0
-        else:
-            for r in range(self.p):
-                need = self.v - (self.z0 if r == 0 else 0) - (self.z1 if r == self.p - 1 else 0)
-                self.prob += self.n_rank(r) >= need, f"nonempty_r{r}"
-            if self.v == 1:
-                self.prob += self.n_rank(0) <= self.N * (1 - self.z0), "alone_0"
-                self.prob += self.n_rank(self.p - 1) <= self.N * (1 - self.z1), "alone_1"
-        if self.mode_costs and "full" in self.modes:
-            # the full-recompute workspace only if some block is fully recomputed
-            self.u = self.var("u_full_used", 0, 1, cat=pulp.LpInteger)
-            self.prob += pulp.lpSum(self.n[r, "full"] for r in range(self.p)) <= self.N * self.u, "full_used"
-            base = self.layout.with_(recompute="none", recompute_layers={})
-            full_ws = max(c.full_act_bytes for c in self.cost.values())
-            self.extra = transient_bytes(self.cost, base) + full_ws * self.u
-        if self.mode_costs and "selective" in self.modes:
-            # likewise the selective workspace: the part of one block's activations its backward recomputes
-            self.u_sel = self.var("u_selective_used", 0, 1, cat=pulp.LpInteger)
-            self.prob += pulp.lpSum(self.n[r, "selective"] for r in range(self.p)) <= self.N * self.u_sel, \
-                "selective_used"
-            sel_ws = max(max(0, c.full_act_bytes - c.act_bytes) for c in self.mode_costs["selective"].values())
-            self.extra = self.extra + sel_ws * self.u_sel
+            return
+        for r in range(self.p):
+            need = self.v - (self.z0 if r == 0 else 0) - (self.z1 if r == self.p - 1 else 0)
+            self.prob += self.n_rank(r) >= need, f"nonempty_r{r}"
+        if self.v == 1:
+            self.prob += self.n_rank(0) <= self.N * (1 - self.z0), "alone_0"
+            self.prob += self.n_rank(self.p - 1) <= self.N * (1 - self.z1), "alone_1"
+
+    def add_full_used(self) -> None:
+        """full_used: the full-recompute workspace only if some block is fully recomputed."""
+        if not self.chain.full_is_choice:
+            self.extra = self.chain.workspace_bytes
+            return
+        self.u = self.var("u_full_used", 0, 1, cat=pulp.LpInteger)
+        self.prob += pulp.lpSum(self.n[r, "full"] for r in range(self.p)) <= self.N * self.u, "full_used"
+        self.extra = self.chain.workspace_bytes + self.chain.full_workspace_bytes * self.u
+
+    def add_selective_used(self) -> None:
+        """selective_used: the selective workspace (the part of one block's activations its backward
+        recomputes) only if some block is selectively recomputed."""
+        if not (self.mode_costs and "selective" in self.modes and len(self.modes) > 1):
+            return
+        self.u_sel = self.var("u_selective_used", 0, 1, cat=pulp.LpInteger)
+        self.prob += pulp.lpSum(self.n[r, "selective"] for r in range(self.p)) <= self.N * self.u_sel, \
+            "selective_used"
+        sel_ws = max(max(0, c.full_act_bytes - c.act_bytes) for c in self.mode_costs["selective"].values())
+        self.extra = self.extra + sel_ws * self.u_sel
+
+    def add_symmetry(self) -> None:
+        """symmetry_r: interchangeable neighbouring ranks hold non-increasing block counts."""
+        for run in self.chain.symmetric_runs():
+            for a, b in zip(run, run[1:]):
+                self.prob += self.n_rank(a) >= self.n_rank(b), f"symmetry_r{a}"
+
+    def add_bounds(self) -> None:
+        """relax_*: the per-rank relaxation's bounds (tied.py) as valid cuts, and cap_r: block
+        counts no solution better than the incumbent exceeds."""
+        if self.objective != "time" or not self.use_cuts:
+            return
+        rel = self.chain.relaxation
+        if not rel:
+            self.hopeless = "infeasible"      # not even the relaxation fits
+            return
+        slack = 1 - 1e-9
+        self.prob += self.T >= min(cb.T for cb in rel) * slack, "relax_bottleneck"
+        self.prob += pulp.lpSum(self.tau.values()) >= min(cb.sum_tau for cb in rel) * slack, "relax_busy"
+        self.prob += self.D >= min(cb.D for cb in rel) * slack, "relax_dp_sync"
+        self.prob += self.O >= min(cb.O for cb in rel) * slack, "relax_optimizer"
+        if self.incumbent is not None:
+            caps = self.chain.count_caps(self.incumbent)
+            if caps is None:
+                self.hopeless = "cutoff"      # nothing beats the incumbent
+                return
+            for r, cap in enumerate(caps):
+                if cap < self.N:
+                    self.prob += self.n_rank(r) <= cap, f"cap_r{r}"
+
+    def relaxation_bound(self) -> float:
+        return self.chain.lower_bound() if self.objective == "time" else 0.0
 
     def n_rank(self, r: int):
         return pulp.lpSum(self.n[r, c] for c in self.modes)
@@ -419,20 +605,11 @@ class TiedChainILP(PlacementILP):
         self.prob.setObjective(self.prob.objective + eps * (self.z0 + self.z1))
 
     def rank_sum(self, r: int, attr: str):
-        q = pulp.lpSum(getattr(self.block[c], attr) * self.n[r, c] for c in self.modes)
-        if r == 0:
-            q += getattr(self.first, attr)
-        if r == self.p - 1:
-            q += getattr(self.last, attr)
-        return q
+        return pulp.lpSum(getattr(self.block[c], attr) * self.n[r, c] for c in self.modes) + self.chain.fixed(r, attr)
 
     def _boundary_total(self, r: int, attr: str, recv: bool):
-        bs = [b for b in range(self.S - 1) if ((b + 1) if recv else b) % self.p == r]
-        blk = getattr(self.block[self.modes[0]], attr)     # out_bytes / p2p_s do not depend on the mode
-        q = len(bs) * blk
-        if 0 in bs:
-            q += (getattr(self.first, attr) - blk) * self.z0
-        return q
+        const, coef = self.chain.boundary_parts(r, attr, recv)
+        return const + coef * self.z0 if coef else const
 
     def rank_send(self, r: int, attr: str):
         return self._boundary_total(r, attr, recv=False)
@@ -501,15 +678,41 @@ class TiedChainILP(PlacementILP):
         return out
 
 
+def tied_chain(order: list[str], cost: dict[str, LayerCost], layout: Layout, memory_bytes: float,
+               mode_costs: dict[str, dict[str, LayerCost]] | None = None) -> TiedChain:
+    """The per-rank coefficients of a tied chain for ``layout`` (with ``mode_costs``: every mode
+    a block may take; otherwise the layout's one mode)."""
+    mid = order[1]
+    if mode_costs:
+        modes = tuple(m for m in MODE_ORDER if m in mode_costs)
+        block = {m: mode_costs[m][mid] for m in modes}
+    else:
+        modes = (layout.recompute,)
+        block = {layout.recompute: cost[mid]}
+    if len(modes) > 1:     # the recompute workspaces are the ILP's choice (u, u_sel), not the layout's
+        workspace = transient_bytes(cost, layout.with_(recompute="none", recompute_layers={}))
+        full_ws = max(c.full_act_bytes for c in cost.values()) if "full" in modes else 0.0
+    else:
+        workspace, full_ws = transient_bytes(cost, layout), 0.0
+    return TiedChain(p=layout.pp, v=layout.vp, m=layout.num_microbatches, N=len(order) - 2, modes=modes,
+                     block=block, first=cost[order[0]], last=cost[order[-1]],
+                     inflight=tuple(inflight_microbatches(layout, r) for r in range(layout.pp)),
+                     memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws)
+
+
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",
                     time_limit_s: float = 10.0, formulation: str = "auto",
-                    mode_costs: dict[str, dict[str, LayerCost]] | None = None, gap_rel: float = 1e-6) -> PlacementResult:
+                    mode_costs: dict[str, dict[str, LayerCost]] | None = None, gap_rel: float = 1e-6,
+                    solver: str = "auto", incumbent: float | None = None, cuts: bool = True,
+                    chain: TiedChain | None = None) -> PlacementResult:
     """Best placement of ``graph``'s layers on ``layout.pp * layout.vp`` chunks.
 
     ``formulation``: "tied" (chain of first, identical blocks, last), "cuts" (any chain),
     "assignment" (any DAG) or "auto" (the smallest that applies). ``mode_costs`` (recompute mode ->
     per-layer costs) lets the tied formulation choose each block's recompute mode; one chunk is
-    then allowed too."""
+    then allowed too. ``incumbent``: an objective value to beat; status "cutoff" when nothing
+    does. ``cuts``: the tied formulation's relaxation cuts (off only to measure them); ``chain``:
+    its coefficients, when the caller has built them already (same layout, memory and modes)."""
     if layout.pp * layout.vp == 1 and not mode_costs:
         raise ValueError("solve_placement needs at least two chunks")
     if mode_costs:
@@ -519,5 +722,7 @@ def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, o
         cost = {n: graph.nodes[n]["cost"] for n in order}
         formulation = ("tied" if TiedChainILP.applies(order, cost, graph)
                        else "cuts" if is_chain(graph) else "assignment")
+    kw = {"cuts": cuts, "chain": chain} if formulation == "tied" else {}
     cls = {"tied": TiedChainILP, "cuts": CutILP, "assignment": AssignmentILP}[formulation]
-    return cls(graph, layout, memory_bytes, objective=objective, mode_costs=mode_costs).solve(time_limit_s, gap_rel)
+    ilp = cls(graph, layout, memory_bytes, objective=objective, mode_costs=mode_costs, incumbent=incumbent, **kw)
+    return ilp.solve(time_limit_s, gap_rel, solver)

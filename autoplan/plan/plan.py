@@ -438,6 +438,15 @@ class Plan:
         return cls.from_dict(read_json(path, "plan"), source=str(path))
 
 
+def _check_context_parallel(value: str) -> None:
+    """``cp=1`` (no context parallel, what every plan runs) is accepted so that published layouts
+    such as Llama 3's ``tp=8,cp=1,pp=16,dp=128`` read as written; any other degree is refused."""
+    if value.strip() == "1":
+        return
+    raise InputError(f"--layout: context parallel (cp={value}) is not supported: the cost model and the executor "
+                     f"do not split a sequence across devices (ring attention); use cp=1 or leave it out")
+
+
 def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
     if not text:
@@ -454,6 +463,9 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
             raise InputError(f"--layout: expected KEY=VALUE, got {part!r}")
         k, v = (s.strip() for s in part.split("=", 1))
         k = aliases.get(k, k)
+        if k == "cp":
+            _check_context_parallel(v)
+            continue
         if k in ints:
             try:
                 out[k] = int(v)

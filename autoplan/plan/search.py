@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-import networkx as nx
 
 from autoplan.errors import AutoplanError, InfeasibleError, LayoutError
 from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
                                  transient_bytes)
-from autoplan.plan.graph import build_layer_graph
-from autoplan.plan.ilp import TiedChainILP, solve_placement
+from autoplan.plan.graph import build_layer_graph, is_chain
+from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
 from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
                                  schedule_rule_violation)
+from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 
@@ -43,7 +43,7 @@ class SearchOptions:
     per_layer_recompute: bool = False
     """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
-    Off by default: CBC needs seconds per such ILP at scale (time limit below, gap reported)."""
+    The per-rank relaxation (tied.py) prunes most such layouts and cuts the ILP of the rest."""
     allow_lossy: tuple[str, ...] = ()
     """opt-in options that change the mathematics of training, for plain DDP layouts:
     ``fp16`` / ``powersgd`` gradient compression, ``localsgd`` (parameter averaging every
@@ -57,11 +57,13 @@ class SearchOptions:
     """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
     mixed_recompute_time_limit_s: float = 2.0
-    """CBC time limit for ILPs that also choose per-block recompute (harder; the gap is reported)"""
+    """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
     gap_rel: float = 1e-6
-    """relative optimality gap at which CBC may stop"""
+    """relative optimality gap at which the ILP solver may stop"""
     formulation: str = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
+    solver: str = "auto"
+    """ILP solver: highs, cbc, or auto (HiGHS when highspy is installed, else CBC)"""
 
 
 @dataclass
@@ -158,37 +160,55 @@ def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[
                 yield "interleaved", vp
 
 
+def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
+    """Each distinct coefficient set once with the number of layers that have it (layers of one
+    kind share one LayerCost instance): sums over layers at the cost of a few kinds."""
+    seen: dict[int, list] = {}
+    for c in costs.values():
+        entry = seen.get(id(c))
+        if entry is None:
+            seen[id(c)] = [c, 1]
+        else:
+            entry[1] += 1
+    return [(c, k) for c, k in seen.values()]
+
+
 def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
     """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
     at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
-    c = [x.per_microbatch_s for x in costs.values()]
+    kinds = distinct_costs(costs)
     # every one of the S-1 boundaries sends at least the cheapest layer output
-    sends = (p * v - 1) * min(x.p2p_s for x in costs.values())
-    total = sum(c) + sends
-    t_max = max(total / p, max(c) if p * v == len(c) else 0.0)
-    dps = [x.dp_sync_s for x in costs.values()]
-    opt = [x.optimizer_s for x in costs.values()]
+    sends = (p * v - 1) * min(x.p2p_s for x, _ in kinds)
+    total = sum(x.per_microbatch_s * k for x, k in kinds) + sends
+    t_max = max(total / p, max(x.per_microbatch_s for x, _ in kinds) if p * v == len(costs) else 0.0)
+    dps = sum(x.dp_sync_s * k for x, k in kinds)
+    opt = sum(x.optimizer_s * k for x, k in kinds)
     relief = relief_floor if p > 1 else 1.0
-    return ((m - 1.0 / v) * t_max + total / v) * relief + sum(dps) / p + sum(opt) / p
+    return ((m - 1.0 / v) * t_max + total / v) * relief + dps / p + opt / p
 
 
 def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> float:
     """Per-device memory no placement can beat: static state and activations spread perfectly
     (activations at the smallest in-flight count of any rank)."""
-    static = sum(x.static_bytes for x in costs.values())
-    act = sum(x.act_bytes for x in costs.values())
+    kinds = distinct_costs(costs)
+    static = sum(x.static_bytes * n for x, n in kinds)
+    act = sum(x.act_bytes * n for x, n in kinds)
     k = min(inflight_microbatches(layout, r) for r in range(layout.pp))
-    per_layer = max(x.static_bytes + k * x.act_bytes for x in costs.values())
-    return max((static + k * act) / layout.pp, per_layer) + transient_bytes(costs, layout)
+    per_layer = max(x.static_bytes + k * x.act_bytes for x, _ in kinds)
+    # the workspace depends on the largest layers only: one of each kind gives the same figure
+    return max((static + k * act) / layout.pp, per_layer) + transient_bytes({str(i): x for i, (x, _) in enumerate(kinds)},
+                                                                           layout)
 
 
 def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
           costs: dict[str, LayerCost], *, objective: str = "time", time_limit_s: float = 10.0,
           formulation: str = "auto", mode_costs: dict[str, dict[str, LayerCost]] | None = None,
-          gap_rel: float = 1e-6) -> tuple[Layout | None, str, float]:
+          gap_rel: float = 1e-6, solver: str = "auto", incumbent_s: float | None = None,
+          chain: TiedChain | None = None) -> tuple[Layout | None, str, float]:
     """The best stages for an outer layout: (layout with stages or None, status, bound). With
-    ``mode_costs`` the ILP also chooses each block's recompute mode."""
+    ``mode_costs`` the ILP also chooses each block's recompute mode. ``incumbent_s``: a step time
+    (without the calibrated overhead) to beat; status "cutoff" when no placement does."""
     names = profile.layer_names()
     if layout.pp * layout.vp == 1 and not mode_costs:
         full = layout.with_(stages=[names])
@@ -196,8 +216,8 @@ def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train:
     g = build_layer_graph(profile, costs)
     usable = cluster.device.memory_bytes - cluster.calibration.memory_overhead_bytes
     res = solve_placement(g, layout, usable, objective=objective, time_limit_s=time_limit_s, formulation=formulation,
-                          mode_costs=mode_costs, gap_rel=gap_rel)
-    if res.status in ("infeasible", "timeout"):
+                          mode_costs=mode_costs, gap_rel=gap_rel, solver=solver, incumbent=incumbent_s, chain=chain)
+    if res.status in ("infeasible", "timeout", "cutoff"):
         return None, res.status, res.bound
     placed = layout.with_(stages=res.stages)
     if res.recompute_layers:
@@ -207,19 +227,33 @@ def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train:
     return placed, res.status, res.bound
 
 
+def per_layer_applies(profile: ModelProfile, layout: Layout, costs: dict[str, LayerCost], opts: SearchOptions,
+                      chain_graph: bool) -> bool:
+    """Whether the ILP may choose modes per block for this layout: a chain (``chain_graph``) of
+    identical blocks, several modes allowed, recompute not pinned by the user."""
+    return (opts.per_layer_recompute and chain_graph and layout.recompute == "none" and len(opts.recompute) >= 2
+            and "recompute" not in opts.fixed and TiedChainILP.tied_blocks(profile.layer_names(), costs))
+
+
 def per_layer_mode_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
-                         costs: dict[str, LayerCost], opts: SearchOptions,
-                         graph: nx.DiGraph) -> dict[str, dict[str, LayerCost]] | None:
-    """Costs under each recompute mode, when the ILP may choose modes per block for this layout
-    (a chain of identical blocks, several modes allowed, recompute not pinned by the user).
-    ``graph`` is the model's layer graph (its structure only)."""
-    if (not opts.per_layer_recompute or layout.recompute != "none" or len(opts.recompute) < 2
-            or "recompute" in opts.fixed):
-        return None
-    if not TiedChainILP.applies(profile.layer_names(), costs, graph):
-        return None
+                         costs: dict[str, LayerCost], opts: SearchOptions) -> dict[str, dict[str, LayerCost]]:
+    """Costs under each recompute mode the ILP may choose per block (``costs``: recompute none)."""
     return {m: (costs if m == "none" else layer_costs(profile, cluster, layout, train, recompute=m))
             for m in opts.recompute}
+
+
+@dataclass
+class _Outer:
+    """An outer layout to visit, with its time lower bound. ``per_layer``: the same degrees with
+    recompute chosen per block by the ILP (its mode costs and memory bound are computed when
+    visited: most are pruned before)."""
+
+    lb_s: float
+    layout: Layout
+    costs: dict[str, LayerCost]
+    mem_lb_bytes: float | None = None
+    per_layer: bool = False
+    modes: dict[str, dict[str, LayerCost]] | None = None
 
 
 def _tiebreak(c: Candidate) -> tuple:
@@ -255,45 +289,66 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] != world:
         raise LayoutError(f"layout dp*tp*pp = {fixed['dp'] * fixed['tp'] * fixed['pp']} does not match the "
                           f"cluster's {world} devices")
-    scored = []
+    scored: list[_Outer] = []
     cal = cluster.calibration
-    structure = build_layer_graph(profile)
+    chain_graph = is_chain(build_layer_graph(profile))
     floor = 1.0 / max(1.0, cluster.device.compute_slowdown)     # shared cores: pipelines relieve contention
     for lay in outer_layouts(profile, cluster, train, opts):
         costs = layer_costs(profile, cluster, lay, train)
-        scored.append((lower_bound_s(costs, lay, floor) + cal.step_overhead_s,
-                       memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes, lay, costs, None))
-        modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts, structure)
-        if modes is not None:   # the same degrees with recompute chosen per block by the ILP
-            least = min(modes.values(), key=lambda c: sum(x.act_bytes for x in c.values()))
-            scored.append((lower_bound_s(costs, lay, floor) + cal.step_overhead_s,
-                           memory_lower_bound_bytes(least, lay) + cal.memory_overhead_bytes, lay, costs, modes))
+        lb = lower_bound_s(costs, lay, floor) + cal.step_overhead_s
+        scored.append(_Outer(lb, lay, costs, memory_lower_bound_bytes(costs, lay) + cal.memory_overhead_bytes))
+        if per_layer_applies(profile, lay, costs, opts, chain_graph):
+            scored.append(_Outer(lb, lay, costs, per_layer=True))
     if not scored:
         raise LayoutError(_why_empty(profile, cluster, train, opts))
-    scored.sort(key=lambda t: (t[0], t[4] is not None))
+    scored.sort(key=lambda o: (o.lb_s, o.per_layer))
     best: list[Candidate] = []
     pruned = ilps = 0
     bound = math.inf
     statuses = set()
     mem_cap = cluster.device.memory_bytes
     fits_without_recompute: set[tuple] = set()   # outer layouts whose recompute=none placement fits
-    for i, (lb, mem_lb, lay, costs, modes) in enumerate(scored):
+    names = profile.layer_names()
+    usable = mem_cap - cal.memory_overhead_bytes
+    tied = chain_graph and opts.formulation in ("auto", "tied")
+    for i, outer in enumerate(scored):
+        lay, costs = outer.layout, outer.costs
         if progress:
             progress(i + 1, len(scored))
         # per-block recompute only pays where no recomputation does not fit: recomputing never
         # shortens a step, it only buys memory (skipping elsewhere is a documented approximation)
-        if modes is not None and _outer_key(lay) in fits_without_recompute:
+        if outer.per_layer and _outer_key(lay) in fits_without_recompute:
             pruned += 1
             continue
         # prune against the best found: runner-ups are the best of what was solved, and the
         # family comparison (explain.py) solves each family on its own
         threshold = best[0].predicted.step_time_s if best else math.inf
-        if lb > threshold * (1 + 1e-9) or mem_lb > mem_cap:
+        if outer.lb_s > threshold * (1 + 1e-9) or (outer.mem_lb_bytes or 0) > mem_cap:
             pruned += 1
             continue
+        incumbent = chain = modes = None
+        if outer.per_layer:
+            modes = outer.modes = per_layer_mode_costs(profile, cluster, lay, train, costs, opts)
+        if outer.per_layer or (tied and lay.pp * lay.vp > 1 and TiedChainILP.tied_blocks(names, costs)):
+            # the tied chain's per-rank relaxation (tied.py): a much tighter bound than perfect
+            # balance (inf when nothing fits), and, for per-layer recompute, block-count caps
+            # below the best found so far (uniform modes are solved in full: they give the
+            # runner-ups)
+            chain = tied_chain(names, costs, lay, usable, modes)
+            if chain.lower_bound(floor) + cal.step_overhead_s > threshold * (1 + 1e-9):
+                pruned += 1
+                continue
+            if best and outer.per_layer:
+                # in the ILP's units (pipeline term without the shared-device relief): a step
+                # time below the threshold has an objective below this
+                incumbent = (threshold * (1 + 1e-9) - cal.step_overhead_s) / floor
+                if chain.count_caps(incumbent) is None:
+                    pruned += 1
+                    continue
         limit = opts.mixed_recompute_time_limit_s if modes is not None else opts.ilp_time_limit_s
         placed, status, ilp_bound = place(profile, cluster, lay, train, costs, time_limit_s=limit,
-                                          formulation=opts.formulation, mode_costs=modes, gap_rel=opts.gap_rel)
+                                          formulation=opts.formulation, mode_costs=modes, gap_rel=opts.gap_rel,
+                                          solver=opts.solver, incumbent_s=incumbent, chain=chain)
         ilps += lay.pp * lay.vp > 1 or modes is not None
         if placed is None:
             if status == "timeout":       # unsolved: its LP bound limits what we can claim
@@ -331,14 +386,20 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     return SearchResult(best=best, solver=info)
 
 
-def smallest_memory(profile, cluster, train, scored, opts, tries: int = 8) -> tuple[Layout, int]:
+def smallest_memory(profile, cluster, train, scored: list[_Outer], opts, tries: int = 8) -> tuple[Layout, int]:
     """Solve the min-peak-memory ILP for the candidates with the smallest memory bound."""
     best: tuple[Layout, int] | None = None
-    for _, mem_lb, lay, costs, modes in sorted(scored, key=lambda t: t[1])[:tries]:
+    for o in scored:
+        if o.per_layer and o.mem_lb_bytes is None:    # the memory bound of its least-memory mode
+            o.modes = o.modes or per_layer_mode_costs(profile, cluster, o.layout, train, o.costs, opts)
+            least = min(o.modes.values(), key=lambda c: sum(x.act_bytes for x in c.values()))
+            o.mem_lb_bytes = memory_lower_bound_bytes(least, o.layout) + cluster.calibration.memory_overhead_bytes
+    for o in sorted(scored, key=lambda o: o.mem_lb_bytes)[:tries]:
+        lay, costs, mem_lb = o.layout, o.costs, o.mem_lb_bytes
         if best and mem_lb >= best[1]:
             break
         placed, _, _ = place(profile, cluster, lay, train, costs, objective="memory",
-                             time_limit_s=opts.ilp_time_limit_s, mode_costs=modes)
+                             time_limit_s=opts.ilp_time_limit_s, mode_costs=o.modes, solver=opts.solver)
         if placed is None:
             continue
         need = evaluate(profile, cluster, placed, train, costs).peak_memory_bytes
