@@ -150,15 +150,7 @@ def test_timeline_follows_the_shared_device_relief():
     assert work == pytest.approx(bd["compute"] + bd["recompute"] + bd["tp_comm"] + bd["pp_p2p"], rel=1e-9)
 
 
-UNEVEN_CHUNKS = pytest.mark.xfail(strict=True, reason=(
-    "cost.py's interleaved pipeline term m*tau_max + (sum_r tau_r - tau_max)/vp sees each rank's total, not "
-    "its chunks; with the per-chunk activation memory the ILP now gives ranks very uneven chunks (175B: "
-    "chunks of 1-2 and of 18-22 blocks) and the schedule runs far longer than predicted (+30% and +100% for "
-    "these two plans). Remove this mark when the cost model accounts for chunk imbalance."))
-
-
-@pytest.mark.parametrize("name", [n if n not in ("tp_sp_pp_interleaved", "gpt3_175b") else
-                                  pytest.param(n, marks=UNEVEN_CHUNKS) for n in PLAN_CASES])
+@pytest.mark.parametrize("name", PLAN_CASES)
 def test_simulated_schedule_agrees_with_the_cost_model(name):
     """The schedule run on the per-chunk costs takes the cost model's pipeline term, within 1.5%."""
     tl = plan_figures(_plans()[name]).timeline

@@ -417,6 +417,29 @@ def profile_in_groups(cfg: GroupProfileConfig, nproc: int, *, progress: Callable
     progress for ``timeout_s`` seconds is killed (with every process it started) and raises."""
     if not isinstance(nproc, int) or nproc < 1:
         raise InputError(f"--nproc must be a positive integer, got {nproc!r}")
+    for attempt in (1, 2):
+        try:
+            return _run_job(cfg, nproc, progress, timeout_s)
+        except _JobCrashed as e:
+            if attempt == 2:
+                raise AutoplanError(str(e)) from None
+            print(f"warning: {e}; measuring again once", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+class _JobCrashed(Exception):
+    """A worker died for a reason other than a refusal (gloo connection lost, killed, ...)."""
+
+
+def _worker_error(errors: list[str], returncode: int) -> str:
+    """The first exception a worker printed (``RuntimeError: ...``), not torchrun's summary."""
+    import re
+    found = [e.strip() for e in errors if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", e)
+             and "ChildFailedError" not in e]
+    return found[0] if found else f"exit code {returncode}"
+
+
+def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) -> tuple[dict[str, list[GroupTiming]], dict]:
     with tempfile.TemporaryDirectory(prefix="autoplan-groups-") as tmp:
         out = Path(tmp) / "groups.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
@@ -434,8 +457,8 @@ def profile_in_groups(cfg: GroupProfileConfig, nproc: int, *, progress: Callable
             refusals = [e for e in errors if e.startswith("error:")]
             if refusals:
                 raise AutoplanError(refusals[0][len("error:"):].strip())
-            last = next((e for e in reversed(errors) if "Error" in e), f"exit code {proc.returncode}")
-            raise AutoplanError(f"measuring in groups of {nproc} processes failed: {last.strip()[:300]}")
+            raise _JobCrashed(f"measuring in groups of {nproc} processes failed: "
+                              f"{_worker_error(errors, proc.returncode)[:300]}")
         d = json.loads(out.read_text())
     timings = {k: [GroupTiming(**g) for g in v] for k, v in d["timings"].items()}
     return timings, d["environment"]

@@ -6,9 +6,11 @@ opt_l per-step times, static_l / act_l / out_l bytes, p2p_l send time), write q(
 coefficient q over the layers of chunk j and q(b) for its sum over the sources of the edges that
 cross boundary b | b+1. Then::
 
-    minimise   (m - 1/vp) * T + (1/vp) * sum_r tau_r + D + O
+    minimise   (m - 1) * T + sum_r tau_r + D + O              vp = 1
+               m * T + (pp - 1) * C + D + O                   vp > 1 (interleaved)
 
     bottleneck_r   T >= tau_r,     tau_r = sum_{j in r} ( c(j) + p2p(j) )          (p2p(j): boundary j)
+    chunk_j        C >= c(j) + p2p(j)                                             (vp > 1 only)
     dp_sync_r      D >= sum_{j in r} dp(j)
     optimizer_r    O >= sum_{j in r} opt(j)
     memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * act(chunk r + i*pp)
@@ -62,8 +64,11 @@ recompute per block), z0 (chunk 0 holds only the first layer), z1 (chunk S-1 onl
                   integer-exact per rank, so the LP bound starts where the block counts allow)
     cap_r         n[r] <= cap_r    (with an incumbent U: no solution better than U exceeds it)
 
-Any n, z satisfying these is realised by spreading each rank's blocks over its chunks, so the
-optimum equals the assignment and cut formulations' (tests check all three and the per-block
+With interleaving (vp > 1) the chunks' own counts nc[j,c] are variables too (n[r,c] = sum of
+nc[j,c] over rank r's chunks; nonempty and alone per chunk), giving C >= c(j) + p2p(j) and the
+in-flight memory vectors exactly; the rank-level memory row of an even spread stays as well,
+which keeps tied.py's relaxation a relaxation. Any n, z (nc) satisfying these is a placement, so
+the optimum equals the assignment and cut formulations' (tests check all three and the per-block
 modes against brute force).
 
 **Solvers.** pulp drives HiGHS (``highspy``, in-process) or CBC (a subprocess per ILP, shipped
@@ -85,8 +90,7 @@ import networkx as nx
 import pulp
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import (LayerCost, inflight_microbatches, inflight_vectors, peak_activation_bytes,
-                                 transient_bytes)
+from autoplan.plan.cost import LayerCost, inflight_microbatches, inflight_vectors, transient_bytes
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TiedChain
@@ -195,10 +199,12 @@ class PlacementILP:
         self.D = self.var("D_dp_sync_s", 0)
         self.O = self.var("O_optimizer_s", 0)
         self.Z = self.var("Z_peak_memory_GiB", 0)
+        self.C = self.var("C_slowest_chunk_s", 0) if self.v > 1 else None
         self.extra = transient_bytes(self.cost, layout)
         self.tau: dict[int, pulp.LpAffineExpression] = {}
         self.add_structure()
         self.add_bottleneck()
+        self.add_chunks()
         self.add_dp_sync()
         self.add_optimizer()
         self.add_memory()
@@ -250,6 +256,18 @@ class PlacementILP:
                            + self.rank_sum(r, "tp_comm_s") + self.rank_send(r, "p2p_s"))
             self.prob += self.T >= self.tau[r], f"bottleneck_r{r}"
 
+    def chunk_time(self, j: int):
+        """c(j) + p2p(j): chunk j's time per micro-batch with the send after it."""
+        t = self.chunk_sum(j, "compute_s") + self.chunk_sum(j, "recompute_s") + self.chunk_sum(j, "tp_comm_s")
+        return t + self.boundary_sum(j, "p2p_s") if j < self.S - 1 else t
+
+    def add_chunks(self) -> None:
+        """chunk_j: C bounds every chunk (interleaved schedules only)."""
+        if self.C is None:
+            return
+        for j in range(self.S):
+            self.prob += self.C >= self.chunk_time(j), f"chunk_{j}"
+
     def add_dp_sync(self) -> None:
         for r in range(self.p):
             self.prob += self.D >= self.rank_sum(r, "dp_sync_s"), f"dp_sync_r{r}"
@@ -286,8 +304,13 @@ class PlacementILP:
         if self.objective == "memory":
             self.prob += self.Z
         else:
-            self.prob += ((self.m - 1.0 / self.v) * self.T + (1.0 / self.v) * pulp.lpSum(self.tau.values())
-                          + self.D + self.O)
+            self.prob += self.pipeline_expr() + self.D + self.O
+
+    def pipeline_expr(self):
+        """The pipeline term of ``cost.pipeline_s``."""
+        if self.C is None:
+            return (self.m - 1) * self.T + pulp.lpSum(self.tau.values())
+        return self.m * self.T + (self.p - 1) * self.C
 
     # -- solving -------------------------------------------------------------------------
     def solve(self, time_limit_s: float = 10.0, gap_rel: float = 1e-6, solver: str = "auto") -> PlacementResult:
@@ -513,6 +536,13 @@ class TiedChainILP(PlacementILP):
                   for r in range(self.p) for c in self.modes}
         self.z0 = self.var("z0_first_alone", 0, 1, cat=pulp.LpInteger)
         self.z1 = self.var("z1_last_alone", 0, 1, cat=pulp.LpInteger)
+        self.nc: dict[tuple[int, str], pulp.LpVariable] = {}
+        if self.v > 1:      # interleaved: chunk times and memory need each chunk's blocks
+            self.nc = {(j, c): self.var(f"nc_{j}_{c}", 0, self.N, cat=pulp.LpInteger)
+                       for j in range(self.S) for c in self.modes}
+            for r in range(self.p):
+                for c in self.modes:
+                    self.prob += self.n[r, c] == pulp.lpSum(self.nc[j, c] for j in self.chunks_of(r)), f"chunks_r{r}_{c}"
         self.add_blocks()
         self.add_nonempty()
         self.add_full_used()
@@ -534,6 +564,12 @@ class TiedChainILP(PlacementILP):
         if self.v == 1:
             self.prob += self.n_rank(0) <= self.N * (1 - self.z0), "alone_0"
             self.prob += self.n_rank(self.p - 1) <= self.N * (1 - self.z1), "alone_1"
+            return
+        for j in range(self.S):
+            need = 1 - (self.z0 if j == 0 else 0) - (self.z1 if j == self.S - 1 else 0)
+            self.prob += self.n_chunk(j) >= need, f"nonempty_c{j}"
+        self.prob += self.n_chunk(0) <= self.N * (1 - self.z0), "alone_0"
+        self.prob += self.n_chunk(self.S - 1) <= self.N * (1 - self.z1), "alone_1"
 
     def add_full_used(self) -> None:
         """full_used: the full-recompute workspace only if some block is fully recomputed."""
@@ -556,7 +592,10 @@ class TiedChainILP(PlacementILP):
         self.extra = self.extra + sel_ws * self.u_sel
 
     def add_symmetry(self) -> None:
-        """symmetry_r: interchangeable neighbouring ranks hold non-increasing block counts."""
+        """symmetry_r: interchangeable neighbouring ranks hold non-increasing block counts (not
+        interleaved: there each rank's chunks hold different numbers of micro-batches)."""
+        if self.v > 1:
+            return
         for run in self.chain.symmetric_runs():
             for a, b in zip(run, run[1:]):
                 self.prob += self.n_rank(a) >= self.n_rank(b), f"symmetry_r{a}"
@@ -590,12 +629,27 @@ class TiedChainILP(PlacementILP):
     def n_rank(self, r: int):
         return pulp.lpSum(self.n[r, c] for c in self.modes)
 
+    def n_chunk(self, j: int):
+        return pulp.lpSum(self.nc[j, c] for c in self.modes)
+
+    def chunk_sum(self, j: int, attr: str):
+        """q(j) (interleaved only: chunk counts exist for vp > 1)."""
+        fixed = (getattr(self.first, attr) if j == 0 else 0.0) + (getattr(self.last, attr) if j == self.S - 1 else 0.0)
+        return pulp.lpSum(getattr(self.block[c], attr) * self.nc[j, c] for c in self.modes) + fixed
+
+    def boundary_sum(self, b: int, attr: str):
+        """q(b): a block's output, the first layer's across boundary 0 when z0."""
+        blk = getattr(self.block[self.modes[0]], attr)     # out_bytes / p2p_s do not depend on the mode
+        return blk + (getattr(self.first, attr) - blk) * self.z0 if b == 0 else blk
+
     def memory_exprs(self, r: int) -> list:
-        """Only block counts per rank are known here: the rank's activations at the peak of an even
-        spread over its chunks (:func:`autoplan.plan.cost.inflight_microbatches`); :meth:`stages`
-        spreads the blocks to keep the true peak low, and ``cost.evaluate`` checks it."""
+        """The rank's activations at the peak of an even spread over its chunks
+        (:func:`autoplan.plan.cost.inflight_microbatches`: what the relaxation of tied.py uses,
+        so its bounds stay valid), and with interleaving each in-flight vector on the chunks'
+        own counts as well (what ``cost.evaluate`` checks)."""
         k = inflight_microbatches(self.layout, r)
-        return [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes")]
+        rows = [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes")]
+        return rows + (super().memory_exprs(r) if self.v > 1 else [])
 
     def set_objective(self) -> None:
         super().set_objective()
@@ -617,63 +671,39 @@ class TiedChainILP(PlacementILP):
     def rank_recv(self, r: int, attr: str):
         return self._boundary_total(r, attr, recv=True)
 
-    def _counts(self) -> dict[tuple[int, str], int]:
-        return {k: int(round(v.value() or 0)) for k, v in self.n.items()}
+    def _counts(self, per_chunk: bool = False) -> dict[tuple[int, str], int]:
+        return {k: int(round(v.value() or 0)) for k, v in (self.nc if per_chunk else self.n).items()}
 
     def stages(self) -> list[list[str]]:
         z0 = (self.z0.value() or 0) > 0.5
         z1 = (self.z1.value() or 0) > 0.5
-        n = self._counts()
         count = [0] * self.S
-        for r in range(self.p):
-            allowed = [j for j in self.chunks_of(r) if not (j == 0 and z0) and not (j == self.S - 1 and z1)]
-            n_r = sum(n[r, c] for c in self.modes)
-            for j, c in zip(allowed, self._spread(r, n_r, allowed)):
-                count[j] = c
+        if self.v > 1:
+            nc = self._counts(per_chunk=True)
+            count = [sum(nc[j, c] for c in self.modes) for j in range(self.S)]
+        else:
+            n = self._counts()
+            for r in range(self.p):
+                allowed = [j for j in self.chunks_of(r) if not (j == 0 and z0) and not (j == self.S - 1 and z1)]
+                count[allowed[0] if allowed else r] = sum(n[r, c] for c in self.modes)
         blocks = iter(self.order[1:-1])
         out = [[next(blocks) for _ in range(c)] for c in count]
         out[0].insert(0, self.order[0])
         out[-1].append(self.order[-1])
         return out
 
-    def _spread(self, r: int, n_r: int, allowed: list[int]) -> list[int]:
-        """Blocks per allowed chunk of rank r: one each, then each further block where it raises the
-        rank's activation peak least (interleaved ranks hold more micro-batches of some chunks)."""
-        if not allowed:
-            return []
-        counts = [1] * len(allowed) if n_r >= len(allowed) else [0] * len(allowed)
-        if n_r < len(allowed):
-            for i in range(n_r):
-                counts[i] = 1
-            return counts
-        n = self._counts()
-        blk = sum(getattr(self.block[c], "act_bytes") * n[r, c] for c in self.modes) / max(1, n_r)
-        fixed = [0.0] * self.v
-        if r == 0:
-            fixed[0] += self.first.act_bytes
-        if r == self.p - 1:
-            fixed[self.v - 1] += self.last.act_bytes
-        local = [j // self.p for j in allowed]
-
-        def peak(cs: list[int]) -> float:
-            acts = list(fixed)
-            for i, c in zip(local, cs):
-                acts[i] += c * blk
-            return peak_activation_bytes(self.layout, r, acts)
-        for _ in range(n_r - len(allowed)):
-            best = min(range(len(allowed)), key=lambda k: (peak([c + (i == k) for i, c in enumerate(counts)]), k))
-            counts[best] += 1
-        return counts
-
     def recompute_layers(self, stages: list[list[str]]) -> dict[str, str] | None:
-        """Each rank's blocks get its chosen modes (any order within a rank costs the same)."""
+        """Each rank's (interleaved: each chunk's) blocks get its chosen modes (any order within a
+        rank or chunk costs the same)."""
         if not self.mode_costs:
             return None
-        n = self._counts()
+        groups = ([(j, [j]) for j in range(self.S)] if self.v > 1 else
+                  [(r, self.chunks_of(r)) for r in range(self.p)])
+        n = self._counts(per_chunk=self.v > 1)
         out: dict[str, str] = {}
-        for r in range(self.p):
-            mine = [x for j in self.chunks_of(r) for x in stages[j] if x not in (self.order[0], self.order[-1])]
-            modes = [c for c in self.modes for _ in range(n[r, c])]
+        for key, chunks in groups:
+            mine = [x for j in chunks for x in stages[j] if x not in (self.order[0], self.order[-1])]
+            modes = [c for c in self.modes for _ in range(n[key, c])]
             out.update(zip(mine, modes))
         return out
 
