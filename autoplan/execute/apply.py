@@ -18,7 +18,7 @@ Order of application:
    and delete the units it does not (the caller's model is never changed).
 3. per chunk, **tensor parallel** on every block (:mod:`autoplan.execute.tp`; sequence parallel
    when ``sp == 1``),
-4. then **activation recompute** per block (:mod:`autoplan.execute.recompute`),
+4. then **activation recompute** per block (:mod:`autoplan.models.recompute`),
 5. then **data parallel** (:mod:`autoplan.execute.dp`): DDP (ZeRO-0 without TP or PP), else
    ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
@@ -54,7 +54,7 @@ from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
-from autoplan.execute.recompute import apply_recompute, canonical_name
+from autoplan.models.recompute import apply_recompute, canonical_name
 from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
 from autoplan.models.transformer import REFERENCE_TP_PLAN

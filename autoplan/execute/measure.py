@@ -5,7 +5,7 @@
 
 Timed steps start together (a barrier before each); a step's time is the slowest rank's, and the
 figure is the median over timed steps. Memory is measured on one more, untimed step: peak live
-tensor bytes per rank (see :mod:`autoplan.execute.memory`). Rank 0 writes::
+tensor bytes per rank (see :mod:`autoplan.profile.memory`). Rank 0 writes::
 
     {"step_times_s": [...], "median_step_time_s": ..., "peak_memory_bytes": max over ranks,
      "peak_memory_per_rank_bytes": [...], "peak_rss_bytes": max over ranks, "losses": [...]}
@@ -26,10 +26,10 @@ import torch.distributed as dist
 from autoplan.execute.apply import parallelize
 from autoplan.execute.launch import run_worker
 from autoplan.execute.data import synthetic_batch
-from autoplan.execute.memory import LiveTensorTracker, state_tensors
 from autoplan.jsonio import write_json_atomic
 from autoplan.models.registry import build_model_from_spec, model_vocab
 from autoplan.plan.plan import Plan
+from autoplan.profile.memory import LiveTensorTracker, state_tensors
 
 
 def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:

@@ -11,7 +11,7 @@ Spec forms (``autoplan ... --model hf:NAME``)::
 
 The full-size ``hf:gpt2`` / ``hf:llama`` are for planning: on a catalogue cluster the planner uses
 their shape analytically without building them (see
-:func:`autoplan.models.registry.unit_model_profile`); measuring or training ``hf:llama`` builds the
+:func:`autoplan.plan.api.resolve_model_profile`); measuring or training ``hf:llama`` builds the
 whole 6.7B-parameter model (about 27 GB in fp32).
 
 Every config is built with ``tie_word_embeddings=False`` (the embedding and the LM head may sit on
@@ -61,8 +61,7 @@ import torch.nn.functional as F
 
 from autoplan.errors import InputError
 from autoplan.models.shapes import ModelShape
-from autoplan.models.transformer import TensorParallelPlan
-from autoplan.models.units import UnitModel
+from autoplan.models.units import TensorParallelPlan, UnitModel
 
 HF_PREFIX = "hf:"
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn as nn
@@ -30,11 +29,8 @@ from autoplan.errors import InputError
 from autoplan.models.factory import build_factory_model, is_factory_spec
 from autoplan.models.hf import build_hf_model, hf_shape, is_hf_spec
 from autoplan.models.shapes import ModelShape, resolve_shape, shape_for_training
-from autoplan.models.transformer import TensorParallelPlan, build_model
-from autoplan.models.units import unit_module
-
-if TYPE_CHECKING:
-    from autoplan.profile.formats import ClusterProfile, ModelProfile
+from autoplan.models.transformer import build_model
+from autoplan.models.units import TensorParallelPlan, unit_module
 
 
 def is_unit_model_spec(spec: str) -> bool:
@@ -242,29 +238,3 @@ def tp_rank_unit(module: nn.Module, plan: TensorParallelPlan, tp: int) -> nn.Mod
         setattr(block.get_submodule(owner) if owner else block, attr, new)
     return block
 
-
-def unit_model_profile(spec: str, cluster: "ClusterProfile", *, precision: str, seq_len: int | None = None,
-                       progress: Callable | None = None) -> "ModelProfile":
-    """The planner's model profile of an ``hf:`` or factory spec (see :func:`is_unit_model_spec`).
-
-    On a catalogue cluster (hardware one does not have) an ``hf:`` transformer is profiled
-    analytically from its shape, its layers named as the adapter's units; a factory model has no
-    analytic profile there: profile it on the target device (``autoplan profile model``) and pass
-    the JSON. On a measured cluster the model is measured on this machine
-    (:func:`autoplan.profile.layers.profile_model`)."""
-    from autoplan.profile.analytic import analytic_model_profile
-    from autoplan.profile.layers import profile_model
-
-    if cluster.source == "catalogue":
-        shape = spec_shape(spec)
-        if shape is None:
-            raise InputError(f"model {spec!r} has no analytic profile for catalogue cluster {cluster.name!r}: "
-                             f"measure it on the target device (autoplan profile model --model {spec} "
-                             f"--device cuda --out model.json) and pass that JSON")
-        if seq_len is not None and seq_len != shape.seq_len:
-            shape = ModelShape(**{**shape.to_dict(), "seq_len": seq_len})
-        prof = analytic_model_profile(shape, cluster, precision=precision)
-        prof.model_spec = spec
-        return prof
-    from autoplan.plan.api import measuring_device
-    return profile_model(spec, seq_len=seq_len, progress=progress, precision=precision, device=measuring_device(cluster))

@@ -19,14 +19,13 @@ Run::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: F401  (re-exported)
-from autoplan.models.units import UnitModel
+from autoplan.models.units import TensorParallelPlan, UnitModel  # noqa: F401  (TensorParallelPlan re-exported)
 
 
 class Attention(nn.Module):
@@ -135,22 +134,6 @@ def build_model(shape: ModelShape, seed: int = 0) -> Transformer:
 # split their input features and all-reduce (or reduce-scatter under SP) the output.
 TP_COLWISE = ("attn.wq", "attn.wk", "attn.wv", "mlp.w1")
 TP_ROWWISE = ("attn.wo", "mlp.w2")
-
-
-@dataclass(frozen=True)
-class TensorParallelPlan:
-    """Which submodules of a block tensor parallel splits, by name relative to the block.
-
-    A model exposes it as ``model.tp_plan``; the executor applies it to every block."""
-
-    colwise: tuple[str, ...]
-    """linears whose output features are split (and so the attention heads)"""
-    rowwise: tuple[str, ...]
-    """linears whose input features are split; their output is all-reduced (reduce-scattered with SP)"""
-    sp_norms: tuple[str, ...] = ()
-    """norms that run on a sequence slice under sequence parallel"""
-    sp_gather: tuple[str, ...] = ()
-    """sublayers whose input is all-gathered to the full sequence under sequence parallel"""
 
 
 REFERENCE_TP_PLAN = TensorParallelPlan(colwise=TP_COLWISE, rowwise=TP_ROWWISE,

@@ -20,19 +20,32 @@ across pipeline layouts, which distributed-checkpoint resharding needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
-if TYPE_CHECKING:
-    from autoplan.models.transformer import TensorParallelPlan
+
+@dataclass(frozen=True)
+class TensorParallelPlan:
+    """Which submodules of a block tensor parallel splits, by name relative to the block.
+
+    A model exposes it as ``model.tp_plan``; the executor applies it to every block."""
+
+    colwise: tuple[str, ...]
+    """linears whose output features are split (and so the attention heads)"""
+    rowwise: tuple[str, ...]
+    """linears whose input features are split; their output is all-reduced (reduce-scattered with SP)"""
+    sp_norms: tuple[str, ...] = ()
+    """norms that run on a sequence slice under sequence parallel"""
+    sp_gather: tuple[str, ...] = ()
+    """sublayers whose input is all-gathered to the full sequence under sequence parallel"""
 
 
 class UnitModel(nn.Module):
     """Base of the adapters: ``embed`` (optional), ``blocks``, ``head`` (optional) run in order."""
 
-    tp_plan: "TensorParallelPlan | None" = None
+    tp_plan: TensorParallelPlan | None = None
 
     def __init__(self, embed: nn.Module | None, blocks: list[nn.Module] | nn.ModuleDict,
                  head: nn.Module | None, *, vocab_size: int, seq_len: int):

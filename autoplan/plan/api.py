@@ -53,9 +53,9 @@ def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str,
         if seq_len is not None and seq_len != prof.seq_len:
             raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {p} was measured at")
         return prof
-    from autoplan.models.registry import is_unit_model_spec, unit_model_profile
+    from autoplan.models.registry import is_unit_model_spec
     if is_unit_model_spec(spec):   # hf:NAME or path/file.py:factory: built and measured (or analytic hf:)
-        return unit_model_profile(spec, cluster, precision=precision, seq_len=seq_len, progress=progress)
+        return _unit_model_profile(spec, cluster, precision=precision, seq_len=seq_len, progress=progress)
     shape = resolve_shape(spec)
     if shape is None:
         if p.suffix == ".json" and not p.exists():
@@ -70,6 +70,35 @@ def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str,
     from autoplan.profile.layers import profile_model
     return profile_model(spec, seq_len=shape.seq_len, progress=progress, precision=precision,
                          device=measuring_device(cluster))
+
+
+def _unit_model_profile(spec: str, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
+                       progress: Callable | None = None) -> ModelProfile:
+    """The planner's model profile of an ``hf:`` or factory spec
+    (:func:`autoplan.models.registry.is_unit_model_spec`).
+
+    On a catalogue cluster (hardware one does not have) an ``hf:`` transformer is profiled
+    analytically from its shape, its layers named as the adapter's units; a factory model has no
+    analytic profile there: profile it on the target device (``autoplan profile model``) and pass
+    the JSON. On a measured cluster the model is measured on this machine
+    (:func:`autoplan.profile.layers.profile_model`)."""
+    from autoplan.models.registry import spec_shape
+    from autoplan.models.shapes import ModelShape
+    from autoplan.profile.analytic import analytic_model_profile
+    from autoplan.profile.layers import profile_model
+
+    if cluster.source == "catalogue":
+        shape = spec_shape(spec)
+        if shape is None:
+            raise InputError(f"model {spec!r} has no analytic profile for catalogue cluster {cluster.name!r}: "
+                             f"measure it on the target device (autoplan profile model --model {spec} "
+                             f"--device cuda --out model.json) and pass that JSON")
+        if seq_len is not None and seq_len != shape.seq_len:
+            shape = ModelShape(**{**shape.to_dict(), "seq_len": seq_len})
+        prof = analytic_model_profile(shape, cluster, precision=precision)
+        prof.model_spec = spec
+        return prof
+    return profile_model(spec, seq_len=seq_len, progress=progress, precision=precision, device=measuring_device(cluster))
 
 
 def measuring_device(cluster: ClusterProfile) -> str:

@@ -44,8 +44,8 @@ from dataclasses import asdict, dataclass, replace
 
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import CatalogueAssumptions
+from autoplan.profile.fit import fit_alpha_beta
 from autoplan.profile.formats import ClusterProfile, DeviceSpec, LinkFit
-from autoplan.profile.links import fit_alpha_beta
 
 GB = 10 ** 9          # datasheets use decimal units
 MIB = 2 ** 20

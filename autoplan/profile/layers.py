@@ -17,7 +17,7 @@ What each figure means:
   the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
 - ``saved_activation_bytes_selective`` and ``selective_recompute_s`` (blocks): the bytes kept and the
   backward time added under the executor's selective recomputation (its own checkpoint wrapper,
-  :mod:`autoplan.execute.recompute`; the backward under it minus the plain one), the bytes counted
+  :mod:`autoplan.models.recompute`; the backward under it minus the plain one), the bytes counted
   by the allocator (:func:`retained_bytes`; a checkpoint keeps what it saves outside autograd's
   hooks). The planner takes selective recomputation's saving and cost from them:
   with a fused attention (SDPA, on CPU and CUDA) no s x s scores are ever stored, so the shape's
@@ -408,7 +408,7 @@ def time_forward_backward(case: _LayerCase, settings: TimingSettings) -> tuple[f
 def retained_bytes(case: _LayerCase) -> int:
     """Bytes one forward of ``case`` leaves allocated until its backward, its output excluded:
     whatever autograd and checkpointing keep, counted by the allocator (``memory_allocated`` on
-    CUDA, :class:`~autoplan.execute.memory.LiveTensorTracker` on CPU). Unlike
+    CUDA, :class:`~autoplan.profile.memory.LiveTensorTracker` on CPU). Unlike
     :func:`saved_activation_bytes` this sees what a checkpoint wrapper stores outside autograd's
     saved-tensor hooks (selective recomputation's kept outputs)."""
     device = case.inputs[0].device
@@ -419,7 +419,7 @@ def retained_bytes(case: _LayerCase) -> int:
         torch.cuda.synchronize(device)
         kept = torch.cuda.memory_allocated(device) - before
     else:
-        from autoplan.execute.memory import LiveTensorTracker
+        from autoplan.profile.memory import LiveTensorTracker
         existing = [*case.module.parameters(), *case.inputs,
                     *([case.upstream_grad] if case.upstream_grad is not None else [])]
         with LiveTensorTracker(existing) as tracker:
@@ -435,10 +435,10 @@ def retained_bytes(case: _LayerCase) -> int:
 
 def measure_selective(case: _LayerCase, settings: TimingSettings) -> tuple[int, float]:
     """(bytes kept from forward to backward, backward seconds) of ``case``'s module under the
-    executor's selective recomputation (:func:`autoplan.execute.recompute.wrap_block`). The kept
+    executor's selective recomputation (:func:`autoplan.models.recompute.wrap_block`). The kept
     bytes count the layer's input, which a checkpoint always keeps (as ``saved_activation_bytes``
     counts an input the layer saves)."""
-    from autoplan.execute.recompute import wrap_block
+    from autoplan.models.recompute import wrap_block
     wrapped = replace(case, module=wrap_block(case.module, "selective"))
     _, bwd_s = time_forward_backward(wrapped, settings)
     inputs = sum(x.untyped_storage().nbytes() for x in case.inputs if x.is_floating_point())
