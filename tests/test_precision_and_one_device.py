@@ -31,7 +31,8 @@ from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ClusterProfile, ModelProfile
-from autoplan.profile.layers import is_parameter_copy, profile_model, saved_activation_bytes
+from autoplan.profile.layer_figures import is_parameter_copy, saved_activation_bytes
+from autoplan.profile.layers import profile_model
 
 
 def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -9,7 +9,10 @@ from autoplan.errors import InputError
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.profile import analytic
 from autoplan.profile.formats import ModelProfile
-from autoplan.profile.layers import ProgressEvent, profile_model, saved_activation_bytes, tp_rank_block
+from autoplan.profile.layer_cases import tp_rank_block
+from autoplan.profile.layer_figures import saved_activation_bytes
+from autoplan.profile.layers import profile_model
+from autoplan.profile.timing import ProgressEvent
 
 TINY = BUILTIN_SHAPES["gpt-tiny"]
 

@@ -13,8 +13,9 @@ import pytest
 
 from autoplan.errors import AutoplanError, InputError
 from autoplan.profile.formats import COLLECTIVE_OPS, ClusterProfile
-from autoplan.profile.links import (MAX_BANDWIDTH_BYTES_PER_S, default_group_sizes, fit_alpha_beta, parse_bytes,
-                                    plan_link_groups, profile_cluster)
+from autoplan.profile.fit import MAX_BANDWIDTH_BYTES_PER_S, fit_alpha_beta
+from autoplan.profile.link_bench import default_group_sizes, plan_link_groups
+from autoplan.profile.links import parse_bytes, profile_cluster
 
 SIZES = [4096 * 2 ** i for i in range(12)]
 
