@@ -244,12 +244,12 @@ def corrupted_file(draw):
 def test_corrupted_files(case):
     """Truncated, spliced, deeply nested, binary: each loader refuses with one line (or reads what is
     still valid)."""
-    from autoplan.models.shapes import resolve_shape
+    from autoplan.models.source import resolve_model
     from autoplan.plan.plan import Plan
     from autoplan.profile.formats import ClusterProfile, ModelProfile
     kind, content = case
     path = write(f"corrupt-{kind}.json", content)
-    load = {"model": ModelProfile.load, "cluster": ClusterProfile.load, "plan": Plan.load, "shape": resolve_shape}[kind]
+    load = {"model": ModelProfile.load, "cluster": ClusterProfile.load, "plan": Plan.load, "shape": resolve_model}[kind]
     try:
         load(path)
     except AutoplanError as e:

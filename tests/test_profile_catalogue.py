@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autoplan.errors import InputError
-from autoplan.models.shapes import BUILTIN_SHAPES
-from autoplan.profile.analytic import analytic_model_profile, forward_flops_per_sample
+from autoplan.models.shapes import BUILTIN_SHAPES, forward_flops_per_sample
+from autoplan.profile.analytic import analytic_model_profile
 from autoplan.profile.formats import COLLECTIVE_OPS, ClusterProfile, ModelProfile
 from autoplan.profile.hardware import SYSTEMS, catalogue_cluster, parse_cluster_spec, with_assumptions
 

@@ -93,6 +93,7 @@ def replan(plan: Plan, world_size: int, *, plan_path: Path | None = None) -> Pla
     budget); the cluster profile restricted to ``world_size / devices_per_node`` nodes. Returns
     ``plan`` itself when the world size is the plan's. Raises an AutoplanError when the plan records
     no profiles to re-solve from or no layout fits the devices that remain."""
+    from autoplan.models.source import resolve_model
     from autoplan.plan.api import Problem, resolve_cluster, resolve_model_profile, solve_problem
     from autoplan.plan.cost import TrainingConfig
     from autoplan.plan.search import SearchOptions
@@ -111,7 +112,7 @@ def replan(plan: Plan, world_size: int, *, plan_path: Path | None = None) -> Pla
     cluster = restrict_cluster(full, world_size // full.devices_per_node)
     if t.memory_per_device_bytes:
         cluster.device.memory_bytes = t.memory_per_device_bytes
-    profile = resolve_model_profile(model_spec, cluster, precision=t.precision, seq_len=t.seq_len)
+    profile = resolve_model_profile(resolve_model(model_spec), cluster, precision=t.precision, seq_len=t.seq_len)
     train = TrainingConfig(global_batch=t.global_batch, precision=t.precision, optimizer=t.optimizer)
     new = solve_problem(Problem(profile, cluster, train, model_spec, cluster_spec, t.memory_per_device_bytes or None),
                         SearchOptions(), families=False)

@@ -65,7 +65,7 @@ class GroupProfileConfig:
     """What to measure inside groups."""
 
     spec: str
-    """the model spec (any form :func:`autoplan.models.registry.build_model_from_spec` takes)"""
+    """the model spec (any form :func:`autoplan.models.source.resolve_model` resolves to a buildable model)"""
     mbs_list: tuple[int, ...] = (1, 2, 4)
     tp_list: tuple[int, ...] | None = None
     """TP group sizes (those that divide the world, the heads and the TP layers are measured);
@@ -208,12 +208,13 @@ class _Job:
         import torch
         import torch.distributed as dist
 
-        from autoplan.models.registry import (build_model_from_spec, model_seq_len, model_tp_plan, model_vocab,
-                                              sample_tokens, unit_inputs, unit_kinds)
+        from autoplan.models.registry import (model_seq_len, model_tp_plan, model_vocab, sample_tokens, unit_inputs,
+                                              unit_kinds)
+        from autoplan.models.source import resolve_model
         from autoplan.models.transformer import REFERENCE_TP_PLAN
         self.cfg, self.device = cfg, device
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
-        model = build_model_from_spec(cfg.spec, None, cfg.seed).eval()     # eval: no dropout while measuring
+        model = resolve_model(cfg.spec).build(cfg.seed).eval()     # eval: no dropout while measuring
         self.model = model
         self.vocab = model_vocab(model)
         max_s = model_seq_len(model)

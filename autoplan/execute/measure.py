@@ -27,7 +27,8 @@ from autoplan.execute.apply import parallelize
 from autoplan.execute.launch import run_worker
 from autoplan.execute.data import synthetic_batch
 from autoplan.jsonio import write_json_atomic
-from autoplan.models.registry import build_model_from_spec, model_vocab
+from autoplan.models.registry import model_vocab
+from autoplan.models.source import resolve_plan_model
 from autoplan.plan.plan import Plan
 from autoplan.profile.memory import LiveTensorTracker, state_tensors
 
@@ -38,7 +39,7 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if use_cuda else "gloo")
-    model = build_model_from_spec(training.model_spec, training.shape, seed=seed)   # any model spec
+    model = resolve_plan_model(training.model_spec, training.shape).build(seed)   # any model spec
     vocab = model_vocab(model)
     par = parallelize(model, plan)
     opt_cls = torch.optim.AdamW if training.optimizer == "adamw" else torch.optim.SGD

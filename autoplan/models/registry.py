@@ -1,15 +1,11 @@
-"""One place that turns any model spec into a model, and tells the profiler what it needs.
+"""What the profiler and the executor need from a built unit model: its vocabulary and sequence
+length, its TP plan, its units grouped by kind, real inputs for each unit, one TP rank's slice of a unit.
 
-Model specs (DESIGN.md "SPEC forms")::
-
-    gpt-tiny, llama3-8b, ...      built-in transformer shape      -> reference Transformer
-    shape.json                    a transformer-shape JSON file    -> reference Transformer
-    hf:gpt2-tiny, hf:llama, ...   Hugging Face config, random init -> autoplan.models.hf adapters
-    path/to/file.py:factory       a user factory                   -> autoplan.models.factory
-
-Every model built here follows the unit-model protocol (:mod:`autoplan.models.units`), is on CPU in
-fp32, and is initialised deterministically from ``seed``, so each rank of a job (and a plan made
-from a profile of the spec) rebuilds the same model.
+Models are built from a resolved spec (:class:`autoplan.models.source.ModelSource`; the table of
+spec forms is in :mod:`autoplan.models.source`). Every model built there follows the unit-model
+protocol (:mod:`autoplan.models.units`), is on CPU in fp32, and is initialised deterministically
+from ``seed``, so each rank of a job (and a plan made from a profile of the spec) rebuilds the same
+model.
 
 For the profiler: :func:`unit_kinds` groups units that are structurally equal (same class, same
 parameter names and shapes, same role: token input / loss output) so identical blocks are measured
@@ -26,53 +22,17 @@ import torch
 import torch.nn as nn
 
 from autoplan.errors import InputError
-from autoplan.models.factory import build_factory_model, is_factory_spec
-from autoplan.models.hf import build_hf_model, hf_shape, is_hf_spec
-from autoplan.models.shapes import ModelShape, resolve_shape, shape_for_training
-from autoplan.models.transformer import build_model
+from autoplan.models.shapes import ModelShape
+from autoplan.models.source import resolve_plan_model
 from autoplan.models.units import TensorParallelPlan, unit_module
 
 
-def is_unit_model_spec(spec: str) -> bool:
-    """``hf:NAME`` or ``path/file.py:factory``: a spec whose model is built (and profiled by measuring
-    its units), rather than a transformer shape."""
-    return is_hf_spec(spec) or is_factory_spec(spec)
-
-
 def build_model_from_spec(spec: str, shape: dict | None = None, seed: int = 0) -> nn.Module:
-    """The model of ``spec`` on CPU in fp32, initialised from ``seed``.
-
-    ``shape`` is a plan's recorded transformer shape (``training.shape``): it rebuilds a reference
-    transformer; for ``hf:``/factory specs the spec alone defines the model and ``shape`` is only
-    checked against it."""
-    if is_hf_spec(spec):
-        model = build_hf_model(spec, seed)
-        _check_recorded_shape(spec, model.shape, shape)
-        return model
-    if is_factory_spec(spec):
-        return build_factory_model(spec, seed)
-    model = build_model(shape_for_training(spec, shape), seed=seed)
-    model.spec = spec
-    return model
-
-
-def _check_recorded_shape(spec: str, actual: ModelShape, recorded: dict | None) -> None:
-    if not recorded:
-        return
-    keys = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
-    diff = [f"{k} {recorded[k]} != {getattr(actual, k)}" for k in keys if k in recorded
-            and recorded[k] != getattr(actual, k)]
-    if diff:
-        raise InputError(f"the plan's shape does not match {spec!r}: {', '.join(diff)}")
-
-
-def spec_shape(spec: str) -> ModelShape | None:
-    """The transformer shape of ``spec`` when it has one (built-in, shape JSON, ``hf:``), else None."""
-    if is_hf_spec(spec):
-        return hf_shape(spec)
-    if is_factory_spec(spec):
-        return None
-    return resolve_shape(spec)
+    """The model a plan (or a script) trains: ``spec`` and a plan's recorded transformer ``shape``
+    (``training.shape``), resolved by :func:`autoplan.models.source.resolve_plan_model`, built on CPU
+    in fp32 from ``seed``. For ``hf:``/factory specs the spec alone defines the model and ``shape``
+    is only checked against it."""
+    return resolve_plan_model(spec, shape).build(seed)
 
 
 def _declared(model: nn.Module, attr: str, shape_field: str) -> int:

@@ -8,10 +8,9 @@ A shape is all the planner needs to build the reference model or an analytic pro
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from autoplan.errors import InputError
-from autoplan.jsonio import as_dict, read_json, short_repr
+from autoplan.jsonio import as_dict, short_repr
 
 MAX_SHAPE_VALUE = 2 ** 24
 """largest value of any shape field (16.7M): above every published transformer's width, vocabulary and
@@ -121,24 +120,18 @@ BUILTIN_SHAPES: dict[str, ModelShape] = {s.name: s for s in [
 ]}
 
 
-def resolve_shape(spec: str) -> ModelShape | None:
-    """A built-in name or a JSON shape file; ``None`` when ``spec`` is neither (another SPEC form)."""
-    if spec in BUILTIN_SHAPES:
-        return BUILTIN_SHAPES[spec]
-    p = Path(spec)
-    if p.suffix == ".json" and p.exists():
-        d = read_json(p, "model shape")
-        if d.get("kind") == "model_profile":
-            return None
-        return ModelShape.from_dict({"name": p.stem, **d}, source=str(p))
-    return None
+def forward_flops_per_sample(kind: str, shape: ModelShape, seq_len: int) -> float:
+    """Forward FLOPs of one layer of ``kind`` on one sequence of ``seq_len`` tokens (unsharded;
+    attention counted without the causal discount, as Megatron-LM counts)."""
+    s, h = seq_len, shape.hidden
+    if kind == "block":
+        kv = shape.kv_heads * shape.head_dim
+        return (2.0 * s * h * (2 * h + 2 * kv) + 2.0 * shape.mlp_matrices * s * h * shape.ffn_hidden
+                + 4.0 * s * s * h)
+    if kind == "head":
+        return 2.0 * s * h * shape.vocab
+    if kind == "embed":
+        return 0.0
+    raise InputError(f"unknown layer kind {kind!r}")
 
 
-def shape_for_training(model_spec: str, shape: dict | None) -> ModelShape:
-    """The transformer shape a plan was made for: its recorded shape, else its model spec."""
-    if shape:
-        return ModelShape.from_dict(shape, source="plan training.shape")
-    found = resolve_shape(model_spec)
-    if found is None:
-        raise InputError(f"cannot rebuild model {model_spec!r} from the plan: it records no transformer shape")
-    return found

@@ -104,6 +104,10 @@ class Transformer(UnitModel):
             self.tp_plan = SWIGLU_TP_PLAN   # the gate w3 is column-parallel like w1
 
 
+LAYER_KINDS = ("embed", "block", "head")
+"""the kinds of pipeline unit of the reference transformer (each ``block.i`` is a ``block``)"""
+
+
 def unit_names(shape: ModelShape) -> list[str]:
     return ["embed"] + [f"block.{i}" for i in range(shape.layers)] + ["head"]
 

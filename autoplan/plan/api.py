@@ -6,9 +6,9 @@ is costed exactly as ``estimate`` costs it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import read_json
@@ -18,6 +18,9 @@ from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete
                                  parse_layout_constraints, stages_from_block_counts)
 from autoplan.plan.search import SearchOptions, place, search
 from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+if TYPE_CHECKING:    # importing the planner must not import torch
+    from autoplan.models.source import ModelSource
 
 
 @dataclass
@@ -42,63 +45,38 @@ def resolve_cluster(spec: str) -> ClusterProfile:
     return catalogue_cluster(spec)
 
 
-def resolve_model_profile(spec: str, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
+def resolve_model_profile(model: ModelSource, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
                           progress: Callable | None = None) -> ModelProfile:
-    """A measured model profile JSON; or a shape (built-in name / shape JSON), profiled
-    analytically for a catalogue cluster or measured on this machine for a measured cluster."""
-    from autoplan.models.shapes import BUILTIN_SHAPES, resolve_shape
-    p = Path(spec)
-    if p.suffix == ".json" and p.exists() and read_json(p, "model").get("kind") == "model_profile":
-        prof = ModelProfile.load(p)
+    """The planner's profile of ``model`` (:func:`autoplan.models.source.resolve_model`)::
+
+        a model profile JSON       taken as it is (``seq_len`` must be the one it was made at)
+        on a catalogue cluster     analytic, from the shape (built-in, shape JSON, ``hf:``; an ``hf:``
+                                   profile's layers named as the adapter's units); a factory model has
+                                   no shape: profile it on the target device and pass the JSON
+        on a measured cluster      measured on this machine (:func:`autoplan.profile.layers.profile_model`)
+    """
+    if model.form == "profile_file":
+        prof = ModelProfile.load(model.path)
         if seq_len is not None and seq_len != prof.seq_len:
-            raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {p} was measured at")
+            raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {model.path} "
+                             f"was measured at")
         return prof
-    from autoplan.models.registry import is_unit_model_spec
-    if is_unit_model_spec(spec):   # hf:NAME or path/file.py:factory: built and measured (or analytic hf:)
-        return _unit_model_profile(spec, cluster, precision=precision, seq_len=seq_len, progress=progress)
-    shape = resolve_shape(spec)
-    if shape is None:
-        if p.suffix == ".json" and not p.exists():
-            raise InputError(f"model file not found: {spec}")
-        raise InputError(f"unknown model {spec!r}: give a built-in name ({', '.join(BUILTIN_SHAPES)}), "
-                         f"a shape JSON file or a model profile JSON file")
-    if seq_len is not None and seq_len != shape.seq_len:
-        shape = type(shape)(**{**shape.to_dict(), "seq_len": seq_len})
     if cluster.source == "catalogue":
         from autoplan.profile.analytic import analytic_model_profile
-        return analytic_model_profile(shape, cluster, precision=precision)
-    from autoplan.profile.layers import profile_model
-    return profile_model(spec, seq_len=shape.seq_len, progress=progress, precision=precision,
-                         device=measuring_device(cluster))
-
-
-def _unit_model_profile(spec: str, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
-                       progress: Callable | None = None) -> ModelProfile:
-    """The planner's model profile of an ``hf:`` or factory spec
-    (:func:`autoplan.models.registry.is_unit_model_spec`).
-
-    On a catalogue cluster (hardware one does not have) an ``hf:`` transformer is profiled
-    analytically from its shape, its layers named as the adapter's units; a factory model has no
-    analytic profile there: profile it on the target device (``autoplan profile model``) and pass
-    the JSON. On a measured cluster the model is measured on this machine
-    (:func:`autoplan.profile.layers.profile_model`)."""
-    from autoplan.models.registry import spec_shape
-    from autoplan.models.shapes import ModelShape
-    from autoplan.profile.analytic import analytic_model_profile
-    from autoplan.profile.layers import profile_model
-
-    if cluster.source == "catalogue":
-        shape = spec_shape(spec)
+        shape = model.shape
         if shape is None:
-            raise InputError(f"model {spec!r} has no analytic profile for catalogue cluster {cluster.name!r}: "
-                             f"measure it on the target device (autoplan profile model --model {spec} "
+            raise InputError(f"model {model.spec!r} has no analytic profile for catalogue cluster {cluster.name!r}: "
+                             f"measure it on the target device (autoplan profile model --model {model.spec} "
                              f"--device cuda --out model.json) and pass that JSON")
         if seq_len is not None and seq_len != shape.seq_len:
-            shape = ModelShape(**{**shape.to_dict(), "seq_len": seq_len})
+            shape = replace(shape, seq_len=seq_len)
         prof = analytic_model_profile(shape, cluster, precision=precision)
-        prof.model_spec = spec
+        if model.form == "hf":
+            prof.model_spec = model.spec
         return prof
-    return profile_model(spec, seq_len=seq_len, progress=progress, precision=precision, device=measuring_device(cluster))
+    from autoplan.profile.layers import profile_model
+    return profile_model(model, seq_len=seq_len, progress=progress, precision=precision,
+                         device=measuring_device(cluster))
 
 
 def measuring_device(cluster: ClusterProfile) -> str:
@@ -111,15 +89,11 @@ def measuring_device(cluster: ClusterProfile) -> str:
     return "cpu"
 
 
-def _profile_file_precision(spec: str) -> str | None:
-    """The precision a model profile JSON was made in; None when ``spec`` is not a profile file."""
-    p = Path(spec)
-    if p.suffix != ".json" or not p.is_file():
+def _profile_file_precision(model: ModelSource) -> str | None:
+    """The precision a model profile JSON was made in; None when ``model`` is not a profile file."""
+    if model.form != "profile_file":
         return None
-    d = read_json(p, "model")
-    if d.get("kind") != "model_profile":
-        return None
-    return str(d.get("precision", ""))
+    return str(read_json(model.path, "model").get("precision", ""))
 
 
 def check_profile_precision(profile: ModelProfile, precision: str, spec: str) -> None:
@@ -132,11 +106,13 @@ def check_profile_precision(profile: ModelProfile, precision: str, spec: str) ->
                          f"{precision}: {how}")
 
 
-def make_problem(model: str, cluster: str, global_batch: int, *, precision: str | None = None,
+def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, precision: str | None = None,
                  optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
                  progress: Callable | None = None) -> Problem:
-    """Resolve the specs. ``precision`` defaults to a model profile file's own, else bf16 on CUDA
-    and catalogue clusters, fp32 on CPU; a profile file of another precision is refused."""
+    """Resolve the specs (``model`` once, by :func:`autoplan.models.source.resolve_model`). ``precision``
+    defaults to a model profile file's own, else bf16 on CUDA and catalogue clusters, fp32 on CPU; a
+    profile file of another precision is refused."""
+    from autoplan.models.source import as_model_source
     from autoplan.profile.formats import MAX_SEQ_LEN
     TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
     if precision is not None and precision not in ("fp32", "bf16", "fp16"):
@@ -148,13 +124,14 @@ def make_problem(model: str, cluster: str, global_batch: int, *, precision: str 
     cl = resolve_cluster(cluster)
     if memory_per_device_bytes is not None:
         cl.device.memory_bytes = memory_per_device_bytes
+    source = as_model_source(model)
     if precision is None:
-        precision = _profile_file_precision(model) or (
+        precision = _profile_file_precision(source) or (
             "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32")
-    prof = resolve_model_profile(model, cl, precision=precision, seq_len=seq_len, progress=progress)
-    check_profile_precision(prof, precision, model)
+    prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress)
+    check_profile_precision(prof, precision, source.spec)
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
-                   model, cluster, memory_per_device_bytes)
+                   source.spec, cluster, memory_per_device_bytes)
 
 
 def _training_spec(pb: Problem, world: int) -> TrainingSpec:

@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass
 
 from autoplan.errors import InputError
-from autoplan.models.shapes import ModelShape
+from autoplan.models.shapes import ModelShape, forward_flops_per_sample
 from autoplan.models.transformer import tp_degrees_allowed
 from autoplan.profile.assumptions import DEFAULT_STACK, KERNELS, KernelAssumptions, SoftwareStack, stack as stack_named
 from autoplan.profile.formats import ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming, ModelProfile
@@ -77,20 +77,6 @@ FALLBACK_FLOPS_PER_BYTE = 153.0
 # --------------------------------------------------------------------------------------------
 # FLOPs, parameters, activations (shape facts)
 # --------------------------------------------------------------------------------------------
-
-def forward_flops_per_sample(kind: str, shape: ModelShape, seq_len: int) -> float:
-    """Forward FLOPs of one layer of ``kind`` on one sequence of ``seq_len`` tokens (unsharded;
-    attention counted without the causal discount, as Megatron-LM counts)."""
-    s, h = seq_len, shape.hidden
-    if kind == "block":
-        kv = shape.kv_heads * shape.head_dim
-        return (2.0 * s * h * (2 * h + 2 * kv) + 2.0 * shape.mlp_matrices * s * h * shape.ffn_hidden
-                + 4.0 * s * s * h)
-    if kind == "head":
-        return 2.0 * s * h * shape.vocab
-    if kind == "embed":
-        return 0.0
-    raise InputError(f"unknown layer kind {kind!r}")
 
 
 def block_activation_parts(shape: ModelShape, seq_len: int, stack: SoftwareStack | None = None

@@ -24,11 +24,8 @@ import torch.nn.functional as F
 from autoplan.errors import InputError
 from autoplan.models.registry import UnitKind, model_tp_plan, tp_rank_unit
 from autoplan.models.shapes import ModelShape
-from autoplan.models.transformer import TP_COLWISE, TP_ROWWISE, Block, Head, tp_degrees_allowed
+from autoplan.models.transformer import LAYER_KINDS, TP_COLWISE, TP_ROWWISE, Block, Head, tp_degrees_allowed
 from autoplan.models.units import unit_module
-
-
-LAYER_KINDS = ("embed", "block", "head")
 
 
 def _replace_linear(parent: nn.Module, path: str, in_features: int, out_features: int) -> None:

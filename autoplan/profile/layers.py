@@ -70,8 +70,6 @@ import torch
 
 from autoplan.errors import InputError
 from autoplan.models.registry import (
-    build_model_from_spec,
-    is_unit_model_spec,
     model_seq_len,
     model_vocab,
     sample_tokens,
@@ -79,9 +77,10 @@ from autoplan.models.registry import (
     unit_inputs,
     unit_kinds,
 )
-from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, resolve_shape
+from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, forward_flops_per_sample
+from autoplan.models.source import ModelSource, as_model_source
 from autoplan.models.units import unit_module
-from autoplan.profile.analytic import forward_flops_per_sample, layer_chain
+from autoplan.profile.analytic import layer_chain
 from autoplan.profile.formats import LayerInfo, LayerKindProfile, ModelProfile
 from autoplan.profile.layer_cases import LAYER_KINDS, build_layer, check_tp_degree, make_case, unit_case
 from autoplan.profile.layer_figures import measure_case, measure_optimizers, measure_optimizers_over
@@ -118,15 +117,6 @@ def default_precision(device: str) -> str:
 # --------------------------------------------------------------------------------------------
 # orchestration
 # --------------------------------------------------------------------------------------------
-
-
-def resolve_model_shape(spec: str) -> ModelShape:
-    """A built-in shape name or a transformer-shape JSON file; InputError otherwise."""
-    shape = resolve_shape(spec)
-    if shape is None:
-        raise InputError(f"cannot profile model {spec!r}: not a built-in name ({', '.join(BUILTIN_SHAPES)}) "
-                         f"nor a transformer shape .json file")
-    return shape
 
 
 def _check_positive_ints(name: str, values: tuple[int, ...] | list[int]) -> list[int]:
@@ -167,25 +157,30 @@ def _precision_note(precision: str) -> str:
             f"autocast's {precision} weight copies are not counted as activations")
 
 
-def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
+def profile_model(model: str | ModelSource, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
                   seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
                   threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
                   progress: ProgressCallback | None = None) -> ModelProfile:
-    """Measure ``spec`` (a built-in shape name or a shape JSON) layer kind by layer kind.
+    """Measure ``model`` (a spec or a resolved :class:`~autoplan.models.source.ModelSource`: a built-in
+    shape name or a shape JSON) layer kind by layer kind.
 
     ``mbs_list`` micro-batch sizes and ``tp_list`` TP degrees are measured for the block (embed
     and head at t=1 only); ``seq_len`` defaults to the shape's; ``threads`` fixes torch's thread
     count while measuring (default: leave it); ``precision`` is the training precision, measured as
-    the executor trains it (module docstring; default: fp32, bf16 for CUDA on the command line); ``progress`` is called after each measured (kind, mbs, tp) and
-    after the optimizer measurement.
+    the executor trains it (module docstring; default: fp32, bf16 for CUDA on the command line);
+    ``progress`` is called after each measured (kind, mbs, tp) and after the optimizer measurement.
 
     ``hf:NAME`` and ``path/file.py:factory`` specs are built and measured unit kind by unit kind
     (:func:`profile_unit_model`)."""
-    if is_unit_model_spec(spec):
-        return profile_unit_model(spec, mbs_list=mbs_list, tp_list=tp_list, seq_len=seq_len, device=device,
+    source = as_model_source(model)
+    if source.built_per_unit:
+        return profile_unit_model(source, mbs_list=mbs_list, tp_list=tp_list, seq_len=seq_len, device=device,
                                   warmup=warmup, repeats=repeats, threads=threads, precision=precision,
                                   optimizer_min_params=optimizer_min_params, progress=progress)
-    shape = resolve_model_shape(spec)
+    shape = source.shape
+    if shape is None:
+        raise InputError(f"cannot profile model {source.spec!r}: not a built-in name ({', '.join(BUILTIN_SHAPES)}) "
+                         f"nor a transformer shape .json file")
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
     autocast = training_dtypes(precision)[1]
     for t in tp_vals:
@@ -209,7 +204,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
                     param_count=sum(p.numel() for p in full.parameters()),
                     param_bytes=sum(p.numel() for p in full.parameters()) * torch.empty((), dtype=dtype).element_size(),
                     tp_shardable=(kind == "block"), timings=[],
-                    flops_per_sample=forward_flops_per_sample(kind, shape, s))
+                    flops_per_sample=source.forward_flops_per_sample(kind, s))
             kinds[kind].timings.append(timing)
             if progress is not None:
                 progress(ProgressEvent(what=f"{kind} mbs={mbs} tp={tp}", done=done, total=total))
@@ -221,7 +216,7 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
     layers, edges = layer_chain(shape)
     environment = _environment(dev, n_threads, warmup, repeats, precision_measurement=_precision_note(precision),
                                head_measurement="Head + cross-entropy loss, backward from the loss")
-    return ModelProfile(model_spec=spec, shape=shape.to_dict(), precision=precision, seq_len=s,
+    return ModelProfile(model_spec=source.spec, shape=shape.to_dict(), precision=precision, seq_len=s,
                         layers=layers, edges=edges, kinds=kinds, environment=environment,
                         optimizer_step_s_per_param=adamw_s, optimizer_step_s_per_param_sgd=sgd_s,
                         source="measured")
@@ -232,11 +227,12 @@ def profile_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: 
 # --------------------------------------------------------------------------------------------
 
 
-def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
+def profile_unit_model(model: str | ModelSource, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
                        seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
                        threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
                        progress: ProgressCallback | None = None, seed: int = 0) -> ModelProfile:
-    """Measure any unit model (built by :func:`autoplan.models.registry.build_model_from_spec`).
+    """Measure any unit model (``model`` a spec or a resolved :class:`~autoplan.models.source.ModelSource`,
+    built by :meth:`~autoplan.models.source.ModelSource.build`).
 
     Units that are structurally equal are one kind, measured once on the first of them
     (:func:`autoplan.models.registry.unit_kinds`: ``embed``, ``head``, ``block``, ``block_1``, ...);
@@ -248,7 +244,8 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     a transformer shape (``hf:``), that shape, so the planner can check TP degrees."""
     dev, dtype, mbs_vals, tp_vals = _check_settings(device, precision, mbs_list, tp_list, warmup, repeats)
     autocast = training_dtypes(precision)[1]
-    model = build_model_from_spec(spec, None, seed).eval()    # eval: no dropout while measuring
+    source = as_model_source(model)
+    model = source.build(seed).eval()    # eval: no dropout while measuring
     vocab, max_s = model_vocab(model), model_seq_len(model)
     s = max_s if seq_len is None else seq_len
     if not isinstance(s, int) or not 1 <= s <= max_s:
@@ -257,7 +254,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     shardable = [k for k in kinds_list if k.tp_shardable]
     for t in tp_vals:
         if t > 1 and (not shardable or not all(tp_divisors_ok(model, k, t) for k in shardable)):
-            raise InputError(f"TP degree {t} is not possible for {spec!r}: "
+            raise InputError(f"TP degree {t} is not possible for {source.spec!r}: "
                              + ("the model has no tp_plan its blocks hold" if not shardable else
                                 "it does not divide the heads or the split width of a TP layer"))
     settings = TimingSettings(device=dev, warmup=warmup, repeats=repeats)
@@ -301,7 +298,7 @@ def profile_unit_model(spec: str, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_l
     shape_dict = None
     if isinstance(shape, ModelShape):
         shape_dict = {**shape.to_dict(), "seq_len": s}
-    return ModelProfile(model_spec=spec, shape=shape_dict, precision=precision, seq_len=s,
+    return ModelProfile(model_spec=source.spec, shape=shape_dict, precision=precision, seq_len=s,
                         layers=layers, edges=edges, kinds=kinds, environment=environment,
                         optimizer_step_s_per_param=adamw_s, optimizer_step_s_per_param_sgd=sgd_s,
                         source="measured")
