@@ -39,7 +39,7 @@ def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches
     - ``ScheduleGPipe``: any number of micro-batches;
     - planner: interleaving needs ``num_microbatches >= pp`` (with fewer micro-batches than ranks the
       pipeline never fills, so virtual stages cannot shorten the bubble and the cost model's
-      ``bubble / vp`` would not hold), and ``vp > 1`` needs ``pp > 1``."""
+      interleaved bubble, (pp - 1) chunk times, would not hold), and ``vp > 1`` needs ``pp > 1``."""
     m = num_microbatches
     if vp > 1 and pp == 1:
         return f"vp={vp} needs pp > 1 (virtual stages interleave the chunks of several pipeline ranks)"

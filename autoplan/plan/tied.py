@@ -11,6 +11,9 @@ parts F_r (first/last layers, boundary sends and buffers, workspace)::
     dp_r   = sum_c dp_c n[r,c] + Fd_r             opt_r = sum_c opt_c n[r,c] + Fo_r
     objective = (m - 1/vp) max_r tau_r + (1/vp) sum_r tau_r + max_r dp_r + max_r opt_r
 
+(exact for vp = 1; for vp > 1 the ILP's pipeline term m*T + (pp-1)*C, C the slowest chunk, is at
+least this, since C >= tau_r / vp on every rank, so the bounds below hold for it too).
+
 ``TiedChain`` holds these coefficients; ``TiedChainILP`` (ilp.py) builds its rows from them.
 
 **Relaxation** (a lower bound that respects whole blocks). Fix u and a rank r; for the rank's own

@@ -15,8 +15,8 @@ synchronisation, optimizer, calibrated overhead; :func:`after_pipeline_bars`) an
 against the cost model's predicted step time.
 
 How the simulated schedule relates to the cost model's pipeline term
-``m * tau_max + (sum_r tau_r - tau_max) / vp``: with equally loaded ranks the two are the same
-number. With uneven ranks the order of operations matters and the simulation is the finer
+(``(m - 1) * tau_max + sum_r tau_r``; interleaved ``m * tau_max + (pp - 1) * max_j chunk_j``): with
+equally loaded ranks and chunks the two are the same number. With uneven ranks the order of operations matters and the simulation is the finer
 figure: the cost model can be a little above it (1F1B lets a slow rank start its next forward
 while the others drain), or below it (GPipe when the ranks slowest in forward and in backward
 differ). :attr:`Timeline.schedule_difference_s` is simulated minus modelled. The drawn step
