@@ -30,6 +30,7 @@ def test_each_form_resolves_to_its_form(tmp_path):
     assert all(m.spec == spec for spec, m in got.items())              # the spec as given is kept
     assert got["gpt-tiny"].shape == BUILTIN_SHAPES["gpt-tiny"] and not got["gpt-tiny"].built_per_unit
     assert got[str(shape_file)].shape.name == "small" and got[str(shape_file)].shape.hidden == 32
+    assert resolve_model(shape_file).shape == got[str(shape_file)].shape      # a Path is taken as its string
     assert got[str(profile_file)].shape is None
     assert got["hf:gpt2-tiny"].built_per_unit and got["hf:gpt2-tiny"].shape.layers == 4
     assert got[f"{EXAMPLE}:build"].shape is None and got[f"{EXAMPLE}:build"].path == EXAMPLE

@@ -31,6 +31,7 @@ Run::
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,8 +119,10 @@ class ModelSource:
         return forward_flops_per_sample(kind, shape, seq_len)
 
 
-def resolve_model(spec: str) -> ModelSource:
-    """The model ``spec`` names (any form of the module docstring's table but ``recorded_shape``)."""
+def resolve_model(spec: str | os.PathLike) -> ModelSource:
+    """The model ``spec`` names (any form of the module docstring's table but ``recorded_shape``; a
+    path is taken as its string)."""
+    spec = os.fspath(spec)
     if is_hf_spec(spec):
         return _hf(spec)
     if is_factory_spec(spec):

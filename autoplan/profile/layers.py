@@ -44,8 +44,8 @@ fp32 (what a pipeline cut sends under autocast).  The 16-bit copies autocast mak
 are not activations (one per parameter per step, whatever the micro-batch size: the planner counts
 them with the parameters), so ``saved_activation_bytes`` leaves out every saved tensor computed
 from parameters alone (:func:`~autoplan.profile.layer_figures.is_parameter_copy`).  Under FSDP2's
-``MixedPrecisionPolicy`` (the executor's ``fully_shard`` layouts) the parameters themselves are gathered in 16 bits and the
-residual stream is 16-bit too: that saves somewhat fewer bytes (gpt-small's block: 2.9 MB against
+``MixedPrecisionPolicy`` (the executor's ``fully_shard`` layouts) the parameters themselves are
+gathered in 16 bits and the residual stream is 16-bit too: that saves somewhat fewer bytes (gpt-small's block: 2.9 MB against
 3.2 MB under autocast at mbs 2), so the autocast figure is an upper bound there.
 
 The modules measured are built in :mod:`autoplan.profile.layer_cases`, the figures measured in
@@ -227,8 +227,9 @@ def profile_model(model: str | ModelSource, *, mbs_list: tuple[int, ...] = (1, 2
 # --------------------------------------------------------------------------------------------
 
 
-def profile_unit_model(model: str | ModelSource, *, mbs_list: tuple[int, ...] = (1, 2, 4), tp_list: tuple[int, ...] = (1,),
-                       seq_len: int | None = None, device: str = "cpu", warmup: int = 2, repeats: int = 5,
+def profile_unit_model(model: str | ModelSource, *, mbs_list: tuple[int, ...] = (1, 2, 4),
+                       tp_list: tuple[int, ...] = (1,), seq_len: int | None = None, device: str = "cpu",
+                       warmup: int = 2, repeats: int = 5,
                        threads: int | None = None, precision: str = "fp32", optimizer_min_params: int = 1 << 21,
                        progress: ProgressCallback | None = None, seed: int = 0) -> ModelProfile:
     """Measure any unit model (``model`` a spec or a resolved :class:`~autoplan.models.source.ModelSource`,

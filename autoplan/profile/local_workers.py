@@ -30,7 +30,8 @@ import torch.multiprocessing as mp
 from autoplan.errors import AutoplanError
 from autoplan.jsonio import write_json_atomic
 from autoplan.processes import children_ignore
-from autoplan.profile.link_bench import LinkBenchConfig, LinkLayout, MeasuredGroup, RankZeroResult, RawLinkTimes, run_all
+from autoplan.profile.link_bench import (LinkBenchConfig, LinkLayout, MeasuredGroup, RankZeroResult, RawLinkTimes,
+                                         run_all)
 from autoplan.profile.timing import ProgressCallback, ProgressEvent
 
 
@@ -47,7 +48,7 @@ def _spawned_worker(rank: int, nproc: int, port: int, cfg: LinkBenchConfig, resu
                     events: "mp.Queue[ProgressEvent]") -> None:
     """One local process: join the gloo group through the parent's store, measure, and (rank 0)
     write the results to ``result_path``. It ignores SIGINT (the parent stops it on Ctrl-C, see
-    :func:`profile_cluster`)."""
+    :func:`run_local_workers`)."""
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, nproc, is_master=False, timeout=timedelta(seconds=cfg.timeout_s))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=nproc,
