@@ -32,7 +32,7 @@ Run::
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch.nn as nn
@@ -149,7 +149,7 @@ def resolve_plan_model(model_spec: str, recorded_shape: dict | None) -> ModelSou
     recorded shape when built); any other spec is the reference transformer of the recorded shape
     (the spec's file need not exist any more), or of the spec's own shape when none is recorded."""
     if is_hf_spec(model_spec):
-        return ModelSource(model_spec, "hf", recorded_shape=recorded_shape or None)
+        return replace(_hf(model_spec), recorded_shape=recorded_shape or None)
     if is_factory_spec(model_spec):
         return _factory(model_spec)
     if recorded_shape:
