@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 
-from autoplan.errors import AutoplanError, InfeasibleError, LayoutError
+from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
 from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
                                  transient_bytes)
 from autoplan.plan.graph import build_layer_graph, is_chain
@@ -405,7 +405,9 @@ def smallest_memory(profile, cluster, train, scored: list[_Outer], opts, tries: 
         need = evaluate(profile, cluster, placed, train, costs).peak_memory_bytes
         if best is None or need < best[1]:
             best = (placed, need)
-    assert best is not None  # a memory-objective ILP always has a solution
+    if best is None:    # every memory ILP stopped at its time limit before finding a placement
+        raise InputError(f"the memory-minimising placement found nothing within --time-limit "
+                         f"{opts.ilp_time_limit_s:g} s per ILP: give it more time")
     return best
 
 
