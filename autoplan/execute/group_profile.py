@@ -39,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -418,14 +419,14 @@ def profile_in_groups(cfg: GroupProfileConfig, nproc: int, *, progress: Callable
     progress for ``timeout_s`` seconds is killed (with every process it started) and raises."""
     if not isinstance(nproc, int) or nproc < 1:
         raise InputError(f"--nproc must be a positive integer, got {nproc!r}")
-    for attempt in (1, 2):
-        try:
-            return _run_job(cfg, nproc, progress, timeout_s)
-        except _JobCrashed as e:
-            if attempt == 2:
-                raise AutoplanError(str(e)) from None
-            print(f"warning: {e}; measuring again once", file=sys.stderr)
-    raise AssertionError("unreachable")
+    try:
+        return _run_job(cfg, nproc, progress, timeout_s)
+    except _JobCrashed as e:
+        print(f"warning: {e}; measuring again once", file=sys.stderr)
+    try:
+        return _run_job(cfg, nproc, progress, timeout_s)
+    except _JobCrashed as e:
+        raise AutoplanError(str(e)) from None
 
 
 class _JobCrashed(Exception):
@@ -434,7 +435,6 @@ class _JobCrashed(Exception):
 
 def _worker_error(errors: list[str], returncode: int) -> str:
     """The first exception a worker printed (``RuntimeError: ...``), not torchrun's summary."""
-    import re
     found = [e.strip() for e in errors if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", e)
              and "ChildFailedError" not in e]
     return found[0] if found else f"exit code {returncode}"

@@ -455,7 +455,7 @@ MAX_TERM_S = 1e9
 """a per-layer time past this (31 years) comes from figures out of range, not from a real layout"""
 
 
-def _check_range(cost: "LayerCost", kind: str, layout: Layout) -> None:
+def _check_range(cost: LayerCost, kind: str, layout: Layout) -> None:
     """Refuse (InputError) per-layer times that are not finite or absurdly large: they come from a
     profile's figures out of range (a link of 1e-20 B/s, say), and solvers treat coefficients past
     1e20 as infinite, which breaks them instead of ranking the layout last."""

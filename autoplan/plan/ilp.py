@@ -93,7 +93,7 @@ from autoplan.errors import InputError
 from autoplan.plan.cost import LayerCost, inflight_microbatches, inflight_vectors, transient_bytes
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
-from autoplan.plan.tied import MODE_ORDER, TiedChain
+from autoplan.plan.tied import MODE_ORDER, TIME_ATTRS, TiedChain
 
 try:
     import highspy
@@ -258,7 +258,7 @@ class PlacementILP:
 
     def chunk_time(self, j: int):
         """c(j) + p2p(j): chunk j's time per micro-batch with the send after it."""
-        t = self.chunk_sum(j, "compute_s") + self.chunk_sum(j, "recompute_s") + self.chunk_sum(j, "tp_comm_s")
+        t = pulp.lpSum(self.chunk_sum(j, a) for a in TIME_ATTRS)
         return t + self.boundary_sum(j, "p2p_s") if j < self.S - 1 else t
 
     def add_chunks(self) -> None:

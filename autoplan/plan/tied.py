@@ -54,7 +54,8 @@ from autoplan.plan.cost import LayerCost
 
 INF = math.inf
 MODE_ORDER = ("full", "selective", "none")
-_TIME_ATTRS = ("compute_s", "recompute_s", "tp_comm_s")
+TIME_ATTRS = ("compute_s", "recompute_s", "tp_comm_s")
+"""LayerCost fields that make a layer's time per micro-batch (``LayerCost.per_microbatch_s``)"""
 # slack on memory budgets (bytes): the bound must never exclude a mix the ILP (with its
 # feasibility tolerance on GiB-scaled rows) accepts
 _MEM_SLACK_BYTES = 2.0 ** 13
@@ -93,7 +94,7 @@ class TiedChain:
 
     # -- coefficients ----------------------------------------------------------------------
     def block_time_s(self, c: str) -> float:
-        return sum(getattr(self.block[c], a) for a in _TIME_ATTRS)
+        return sum(getattr(self.block[c], a) for a in TIME_ATTRS)
 
     def block_memory_bytes(self, r: int, c: str) -> float:
         return self.block[c].static_bytes + self.inflight[r] * self.block[c].act_bytes
@@ -116,7 +117,7 @@ class TiedChain:
     def fixed_time_s(self, r: int, z0: int) -> float:
         """Ft_r: first/last layers' time and the rank's sends."""
         const, coef = self.boundary_parts(r, "p2p_s", recv=False)
-        return sum(self.fixed(r, a) for a in _TIME_ATTRS) + const + coef * z0
+        return sum(self.fixed(r, a) for a in TIME_ATTRS) + const + coef * z0
 
     def fixed_memory_bytes(self, r: int, z0: int, u: int) -> float:
         """Fm_r: first/last layers' state and activations, boundary buffers, workspace."""
