@@ -890,7 +890,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         tau[r] = comp[r] + reco[r] + tpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
-    bubble = pipeline_s(tau, chunk_s, layout) - m * t_max
+    bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
     relief = shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble)
     comp, reco, tpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
