@@ -13,7 +13,11 @@ steps, and prints per layout predicted and measured step time and peak memory, t
 
 "Before" uses the profiles as measured. "After" calibrates (autoplan.validate.fit_calibration)
 leave-one-out: each layout is predicted by a calibration fitted to the other layouts only, so the
-figure is out of sample. The solver is then re-run with the calibration fitted to all layouts.
+figure is out of sample. A calibration belongs to one cluster profile (``validate --calibrate``
+writes it into the cluster it measured), so each world size is calibrated on its own layouts; a
+world size with fewer than ``MIN_OWN_RUNS`` other layouts borrows the layouts of the machine's
+other world sizes (:func:`calibration_runs`). The solver is then re-run with the calibration fitted
+to all the layouts it may use.
 """
 
 from __future__ import annotations
@@ -49,6 +53,20 @@ SETS = {
         3: ["dp=3,zero=0", "pp=3,mbs=1", "dp=3,zero=2,mbs=2"],
         2: ["tp=2,sp=1", "pp=2,vp=3,mbs=1,schedule=interleaved", "dp=2,zero=3"]}),
 }
+
+
+MIN_OWN_RUNS = 4
+"""the fewest layouts of its own world size a calibration is fitted to (fit_calibration's minimum)"""
+
+
+def calibration_runs(runs_by_world: dict[int, list[Run]], world: int, leave_out: int | None = None) -> list[Run]:
+    """The measured layouts a calibration of the ``world``-process cluster is fitted to: that
+    cluster's own (but ``leave_out``), as ``validate --calibrate`` fits one cluster profile; where
+    fewer than :data:`MIN_OWN_RUNS` remain, every other layout this machine measured too."""
+    own = [r for i, r in enumerate(runs_by_world[world]) if i != leave_out]
+    if len(own) >= MIN_OWN_RUNS:
+        return own
+    return own + [r for w, rs in runs_by_world.items() if w != world for r in rs]
 
 
 def parse(spec: str) -> dict:
@@ -154,19 +172,20 @@ def main() -> None:
 
     summary("BEFORE calibration", runs_by_world, chosen)
 
-    # leave-one-out calibration across both world sizes (one machine)
-    flat = [(w, i) for w in runs_by_world for i in range(len(runs_by_world[w]))]
+    # leave-one-out calibration, each world size's cluster on its own layouts (calibration_runs)
     after: dict[int, list[Run]] = {w: list(rs) for w, rs in runs_by_world.items()}
-    for w, i in flat:
-        others = [runs_by_world[w2][j] for w2, j in flat if (w2, j) != (w, i)]
-        cal = fit_calibration(others, Calibration())
-        after[w][i] = repredict(problems[w], [runs_by_world[w][i]], cal)[0]
-    full = fit_calibration([r for w in runs_by_world for r in runs_by_world[w]], Calibration())
-    print(f"\ncalibration fitted to all layouts: {full.summary()}")
+    for w, runs in runs_by_world.items():
+        for i in range(len(runs)):
+            cal = fit_calibration(calibration_runs(runs_by_world, w, leave_out=i), Calibration())
+            after[w][i] = repredict(problems[w], [runs[i]], cal)[0]
+    full = {w: fit_calibration(calibration_runs(runs_by_world, w), Calibration()) for w in runs_by_world}
+    print()
+    for w, cal in full.items():
+        print(f"calibration of the {w}-process cluster fitted to all its layouts: {cal.summary()}")
     # the calibrated solver's choice, measured if it is new
     chosen_after = {}
     for w, pb in problems.items():
-        pbc = replace(pb, cluster=replace(pb.cluster, calibration=full))
+        pbc = replace(pb, cluster=replace(pb.cluster, calibration=full[w]))
         plan = solve_problem(pbc, SearchOptions(), families=False)
         keys = [r.layout.short() for r in after[w]]
         if plan.layout.short() not in keys and args.reuse:

@@ -38,8 +38,33 @@ def test_every_published_layout_is_expressible(pr):
     for run in pr.published_runs():
         lay = pr.expressible(run)
         assert lay.world_size == run.gpus and lay.global_batch == run.global_batch, run.name
-        for key in ("tp", "pp", "mbs"):
+        for key in ("tp", "pp"):
             assert getattr(lay, key) == run.layout[key], (run.name, key)
+        if run.layout["mbs"] is None:    # not published: a divisor of the local batch is chosen
+            assert pr.local_batch(run) % lay.mbs == 0, run.name
+        else:
+            assert lay.mbs == run.layout["mbs"], run.name
+
+
+def test_an_unpublished_micro_batch_is_the_fastest_that_fits_whatever_was_published(pr):
+    from dataclasses import replace
+
+    from autoplan.plan.api import estimate_problem, given_layout
+    run = next(r for r in pr.published_runs() if r.layout["mbs"] is None)
+    pb = pr.run_problem(run)
+    chosen, note = pr.with_tuned_mbs(run, pb)
+    assert "not published" in note
+    preds = {}
+    for mbs in (d for d in range(1, pr.local_batch(run) + 1) if pr.local_batch(run) % d == 0):
+        _, pred = estimate_problem(pb, given_layout(pb, {**run.layout, "mbs": mbs}))
+        preds[mbs] = pred
+    fitting = {k: p.step_time_s for k, p in preds.items() if p.fits}
+    assert chosen.layout["mbs"] == min(fitting, key=fitting.get)
+    for published in (run.step_time_s / 3, run.step_time_s * 3):   # the published time plays no part
+        again, _ = pr.with_tuned_mbs(replace(run, step_time_s=published), pb)
+        assert again.layout["mbs"] == chosen.layout["mbs"]
+    stated = replace(run, layout={**run.layout, "mbs": 1})
+    assert pr.with_tuned_mbs(stated, pb) == (stated, "")
 
 
 def test_uneven_published_stages_are_kept(pr):

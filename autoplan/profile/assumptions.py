@@ -111,7 +111,7 @@ class KernelAssumptions:
     attention_dropout_bytes_per_score: float = 5.0
     """forward bytes per score of attention dropout: read and write 16-bit values, write a 1-byte
     mask (Korthikanti et al. 2022, Table 2: dropout mask 1 byte, dropout output 2 bytes)"""
-    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.665, "H200": 0.665})
+    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.656, "H200": 0.656})
     """fraction of the kernel model's rate that a training run sustains, per chip: what the kernel
     terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
     work on the host).  THE ONE CONSTANT FITTED TO PUBLISHED RUNS: the least-squares (log) fit over
