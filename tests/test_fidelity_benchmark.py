@@ -1,0 +1,35 @@
+"""benchmarks/fidelity.py: which measured layouts calibrate which cluster (pure; nothing is run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "fidelity.py"
+
+
+@pytest.fixture(scope="module")
+def fb():
+    spec = importlib.util.spec_from_file_location("fidelity_benchmark", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity_benchmark"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_cluster_is_calibrated_on_its_own_layouts_but_the_one_left_out(fb):
+    runs = {4: [f"4-{i}" for i in range(6)], 2: [f"2-{i}" for i in range(3)]}
+    assert fb.calibration_runs(runs, 4) == runs[4]
+    got = fb.calibration_runs(runs, 4, leave_out=2)
+    assert got == ["4-0", "4-1", "4-3", "4-4", "4-5"] and len(got) >= fb.MIN_OWN_RUNS
+
+
+def test_a_cluster_with_too_few_layouts_borrows_the_machines_others(fb):
+    runs = {4: [f"4-{i}" for i in range(5)], 2: [f"2-{i}" for i in range(4)]}
+    got = fb.calibration_runs(runs, 2, leave_out=0)          # 3 own left: below the minimum
+    assert got[:3] == ["2-1", "2-2", "2-3"] and set(got[3:]) == set(runs[4])
+    assert "2-0" not in got
+    assert fb.calibration_runs(runs, 4, leave_out=4) == runs[4][:4]   # exactly the minimum: its own only
