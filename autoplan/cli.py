@@ -490,6 +490,9 @@ def run(
     from autoplan.errors import InputError
     from autoplan.plan.plan import Plan
     args = list(ctx.args)
+    if args and args[0].startswith("-") and args[0] != "--":    # an option run does not have, before the script
+        raise InputError(f"autoplan run has no option {args[0].split('=')[0]} (the plan sets the processes per "
+                         "node; see autoplan run --help): autoplan run PLAN [OPTIONS] -- SCRIPT [ARGS...]")
     if args and args[0] == "--":
         args = args[1:]
     if not args:

@@ -139,6 +139,12 @@ def test_run_rejects_malformed_plan(files, tmp_path):
     assert_one_line_error(run_cli("run", str(tmp_path / "missing.json"), "--", "x.py"), "not found")
 
 
+def test_run_names_an_option_it_does_not_have(tmp_path):
+    """``autoplan run plan.json --nproc 3``: the plan sets the processes; the message says so, not 'script not found'."""
+    proc = run_cli("run", str(tmp_path / "plan.json"), "--nproc", "3", "--", "examples/train_gpt.py")
+    assert_one_line_error(proc, "no option --nproc", "autoplan run PLAN [OPTIONS] -- SCRIPT")
+
+
 def test_unknown_model_name(files):
     tmp, _, cluster, _ = files
     assert_one_line_error(run_cli(*solve_args("gpt-nonexistent", cluster, tmp / "p.json")), "unknown model")
