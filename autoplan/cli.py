@@ -359,7 +359,8 @@ def validate(
     """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
     from autoplan.errors import InputError
     from autoplan.plan.api import make_problem
-    from autoplan.validate import fidelity, fit_calibration, print_table, validate as do_validate
+    from autoplan.validate import (MIN_CALIBRATION_RUNS, fidelity, fit_calibration, print_table,
+                                   validate as do_validate)
     if steps < 1 or warmup < 0:
         raise InputError("--steps must be >= 1 and --warmup >= 0")
     if plot is not None:
@@ -370,7 +371,8 @@ def validate(
     if pb.cluster.source == "catalogue":
         raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
     say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
-    runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say)
+    runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say,
+                       min_layouts=MIN_CALIBRATION_RUNS if calibrate else 0)
     if plot is not None:
         from autoplan.draw import draw_validation
         draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",

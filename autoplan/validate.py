@@ -168,11 +168,20 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
 
 
 def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = 4, warmup: int = 2,
-             progress: Callable[[str], None] | None = None) -> list[Run]:
-    """Predicted against measured for the chosen layout and alternatives (chosen is runs[0])."""
+             progress: Callable[[str], None] | None = None, min_layouts: int = 0) -> list[Run]:
+    """Predicted against measured for the chosen layout and alternatives (chosen is runs[0]).
+
+    ``min_layouts``: refuse, before running anything, where fewer layouts fit the memory budget
+    (``--calibrate`` needs :data:`MIN_CALIBRATION_RUNS`)."""
     if pb.cluster.world_size > 64:
         raise InputError(f"validate runs every layout on this machine; {pb.cluster.world_size} processes is too many")
     cands = candidate_layouts(pb, top_k=top_k, all_layouts=all_layouts)
+    budget = f"{pb.cluster.device.memory_bytes / 2**20:.0f} MiB per device"
+    if len(cands) < min_layouts:
+        raise InputError(f"--calibrate needs {min_layouts} layouts that fit, and only {len(cands)} fit in {budget}: "
+                         "give validate a larger --memory-per-device (it changes what runs, not the cluster profile)")
+    if progress and not all_layouts and len(cands) < max(top_k or 1, 1):
+        progress(f"only {len(cands)} layouts fit in {budget} (asked for {top_k})")
     runs = []
     with tempfile.TemporaryDirectory(prefix="autoplan-validate-") as tmp:
         for i, (lay, pred) in enumerate(cands):
@@ -237,6 +246,9 @@ def fidelity(runs: list[Run]) -> Fidelity:
                     chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under)
 
 
+MIN_CALIBRATION_RUNS = 4
+"""the fewest measured layouts a calibration is fitted to"""
+
 CALIBRATION_RIDGE = 0.05
 """weight of the prior that every calibration scale is 1 (the measured profile is right), against
 the squared relative errors of the runs: a scale moves away from 1 only as far as the runs pay for
@@ -292,8 +304,8 @@ def fit_calibration(runs: list[Run], current: Calibration, *, ridge: float = CAL
     so it scales with compute. Memory: the per-device overhead that makes no run under-predicted.
     A scale the runs cannot inform (its term is zero in every run) stays 1."""
     ok = [r for r in runs if r.measured is not None]
-    if len(ok) < 4:
-        raise InputError(f"calibration needs at least 4 measured layouts, got {len(ok)}")
+    if len(ok) < MIN_CALIBRATION_RUNS:
+        raise InputError(f"calibration needs at least {MIN_CALIBRATION_RUNS} measured layouts, got {len(ok)}")
     names = calibration_terms(ok)
     rows, ys = [], []
     for r in ok:

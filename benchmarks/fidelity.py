@@ -37,7 +37,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import Measured, Run, fidelity, fit_calibration, measure_layout, print_table
+from autoplan.validate import (MIN_CALIBRATION_RUNS, Measured, Run, fidelity, fit_calibration, measure_layout,
+                               print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -55,7 +56,7 @@ SETS = {
 }
 
 
-MIN_OWN_RUNS = 4
+MIN_OWN_RUNS = MIN_CALIBRATION_RUNS
 """the fewest layouts of its own world size a calibration is fitted to (fit_calibration's minimum)"""
 
 

@@ -41,6 +41,25 @@ def test_validate_cli_json_matches_the_contract(tmp_path):
         assert run["layout"]["dp"] * run["layout"]["tp"] * run["layout"]["pp"] == 2
 
 
+def test_too_few_fitting_layouts_to_calibrate_are_refused_before_anything_runs(monkeypatch):
+    from autoplan import validate as v
+    from autoplan.errors import InputError
+    from autoplan.plan.api import make_problem
+    pb = make_problem("gpt-tiny", "dgx-a100-80gb:1", 16)
+    monkeypatch.setattr(v, "measure_layout", lambda *a, **k: pytest.fail("nothing may run"))
+    with pytest.raises(InputError, match=r"--calibrate needs 1000 layouts that fit, and only \d+ fit in .* MiB per "
+                                         r"device: give validate a larger --memory-per-device"):
+        v.validate(pb, top_k=2, min_layouts=1000)
+    # fewer fitting layouts than --top-k asked for: said, and the ones that fit run
+    fake = Measured(step_time_s=1.0, peak_memory_bytes=1, step_times_s=[1.0], peak_memory_per_rank_bytes=[1])
+    monkeypatch.setattr(v, "measure_layout", lambda *a, **k: fake)
+    said: list[str] = []
+    runs = v.validate(pb, top_k=1000, progress=said.append)
+    assert said[0] == f"only {len(runs)} layouts fit in {pb.cluster.device.memory_bytes / 2**20:.0f} MiB per device " \
+                      "(asked for 1000)"
+    assert len(said) == len(runs) + 1
+
+
 def _run(pred_s: float, meas_s: float, terms: dict, pred_mem: int = 100, meas_mem: int = 100, tp: int = 1) -> Run:
     return Run(Layout(tp=tp), Prediction(step_time_s=pred_s, peak_memory_bytes=pred_mem, breakdown_s=terms),
                Measured(step_time_s=meas_s, peak_memory_bytes=meas_mem, step_times_s=[meas_s],

@@ -76,8 +76,9 @@ precision, else 4)::
     acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
                recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
                1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
-    buffers  = boundary tensors received and sent (the executor asks the schedule not to keep the
-               last stage's outputs: ``step(..., return_outputs=False)``)
+    buffers  = boundary tensors received and sent: one per micro-batch on each side of a cut, as
+               torch.distributed.pipelining allocates them (``LayerCost.buffer_bytes``; the executor
+               asks the schedule not to keep the last stage's outputs: ``step(..., return_outputs=False)``)
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
                gradient before its reduce-scatter; full recompute: one layer's activations; and the
                gradient of the largest layer output (the logits) during backward
@@ -194,6 +195,13 @@ class LayerCost:
     """activations of this layer without recomputation (the workspace of a full recompute)"""
     weight_bytes_unsharded: int
     """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
+    buffer_bytes: int = 0
+    """pipeline receive buffers a cut after this layer holds on each side, per step: the
+    activations on the receiving chunk and their gradients on the sending chunk.  autoplan's
+    executor (torch.distributed.pipelining) allocates one of each per micro-batch when the
+    schedule starts and keeps them (``PipelineStage``: ``args_recv_info`` / ``grad_recv_info`` per
+    micro-batch), so ``out_bytes * num_microbatches``; stacks that receive into one buffer at a
+    time (Megatron's p2p): ``out_bytes``"""
     optimizer_phase_bytes: int = 0
     """what this layer holds on one device during the optimizer step, when activations and
     autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
@@ -445,6 +453,7 @@ def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
             dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
             static_bytes=int(math.ceil(static)),
             act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
+            buffer_bytes=int(math.ceil(out_b)) * (layout.num_microbatches if executor else 1),
             full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
             optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
         _check_range(by_kind[kind_name], kind_name, layout)
@@ -884,8 +893,8 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             c = costs[u]
             p2p[b % p] += c.p2p_s
             chunk_s[b] += c.p2p_s
-            buf[b % p] += c.out_bytes
-            buf[(b + 1) % p] += c.out_bytes
+            buf[b % p] += c.buffer_bytes
+            buf[(b + 1) % p] += c.buffer_bytes
     for r in range(p):
         tau[r] = comp[r] + reco[r] + tpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))

@@ -48,8 +48,8 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
     buf = [0] * p
     for b, edges in enumerate(boundary_crossings(problem.profile.edges, layout.stages)):
         for u, _ in edges:
-            buf[b % p] += costs[u].out_bytes
-            buf[(b + 1) % p] += costs[u].out_bytes
+            buf[b % p] += costs[u].buffer_bytes
+            buf[(b + 1) % p] += costs[u].buffer_bytes
     extra = transient_bytes(costs, layout) + problem.cluster.calibration.memory_overhead_bytes
     return [{"params_grads_optimizer": static[r],
              "activations": int(math.ceil(peak_activation_bytes(layout, r, chunk_act[r]))),

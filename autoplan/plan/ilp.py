@@ -278,7 +278,7 @@ class PlacementILP:
 
     def memory_fixed(self, r: int):
         """Rank r's memory apart from activations: state, boundary buffers, workspace."""
-        return (self.rank_sum(r, "static_bytes") + self.rank_send(r, "out_bytes") + self.rank_recv(r, "out_bytes")
+        return (self.rank_sum(r, "static_bytes") + self.rank_send(r, "buffer_bytes") + self.rank_recv(r, "buffer_bytes")
                 + self.extra)
 
     def memory_exprs(self, r: int) -> list:
@@ -639,7 +639,7 @@ class TiedChainILP(PlacementILP):
 
     def boundary_sum(self, b: int, attr: str):
         """q(b): a block's output, the first layer's across boundary 0 when z0."""
-        blk = getattr(self.block[self.modes[0]], attr)     # out_bytes / p2p_s do not depend on the mode
+        blk = getattr(self.block[self.modes[0]], attr)     # buffer_bytes / p2p_s do not depend on the mode
         return blk + (getattr(self.first, attr) - blk) * self.z0 if b == 0 else blk
 
     def memory_exprs(self, r: int) -> list:

@@ -111,7 +111,7 @@ class TiedChain:
         """(constant, coefficient of z0) of ``attr`` summed over rank r's send or receive boundaries:
         each carries a block's output, boundary 0 the first layer's instead when z0."""
         bs = self.boundaries(r, recv)
-        blk = getattr(self.block[self.modes[0]], attr)     # out_bytes / p2p_s do not depend on the mode
+        blk = getattr(self.block[self.modes[0]], attr)     # buffer_bytes / p2p_s do not depend on the mode
         return len(bs) * blk, (getattr(self.first, attr) - blk if 0 in bs else 0.0)
 
     def fixed_time_s(self, r: int, z0: int) -> float:
@@ -121,8 +121,8 @@ class TiedChain:
 
     def fixed_memory_bytes(self, r: int, z0: int, u: int) -> float:
         """Fm_r: first/last layers' state and activations, boundary buffers, workspace."""
-        s_const, s_coef = self.boundary_parts(r, "out_bytes", recv=False)
-        r_const, r_coef = self.boundary_parts(r, "out_bytes", recv=True)
+        s_const, s_coef = self.boundary_parts(r, "buffer_bytes", recv=False)
+        r_const, r_coef = self.boundary_parts(r, "buffer_bytes", recv=True)
         return (self.fixed(r, "static_bytes") + self.inflight[r] * self.fixed(r, "act_bytes")
                 + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u)
 
