@@ -107,8 +107,23 @@ def test_vocab_parallel_head_is_split_by_tp():
 
 def test_estimate_of_a_published_layout_fits_and_is_costed_term_by_term():
     pb = make_problem("gpt3-175b", "dgx-a100-80gb:8", 64)
+    pb = dataclasses.replace(pb, train=dataclasses.replace(pb.train, stack=STACKS["megatron-lm-2022"]))  # who ran it
     lay, pred = estimate_problem(pb, complete_layout({"tp": 8, "pp": 8, "mbs": 1, "recompute": "selective",
                                                       "sp": 1, "vp": 3}, 64, 64))
     assert pred.fits
     for term in ("compute", "tp_comm", "bubble"):
         assert pred.breakdown_s[term] > 0
+
+
+def test_torch_pipelining_keeps_a_receive_buffer_per_micro_batch():
+    """autoplan's executor (torch.distributed.pipelining) allocates an activation and a gradient
+    receive buffer for every micro-batch on each side of a cut; Megatron receives into one."""
+    pb = make_problem("gpt3-175b", "dgx-a100-80gb:8", 64)
+    lay = complete_layout({"tp": 8, "pp": 8, "mbs": 1, "sp": 1, "vp": 3}, 64, 64)
+    ours = layer_costs(pb.profile, pb.cluster, lay, pb.train)["block.0"]
+    assert ours.buffer_bytes == ours.out_bytes * lay.num_microbatches == ours.out_bytes * 64
+    megatron = dataclasses.replace(pb.train, stack=STACKS["megatron-lm-2022"])
+    theirs = layer_costs(pb.profile, pb.cluster, lay, megatron)["block.0"]
+    assert theirs.buffer_bytes == theirs.out_bytes
+    _, pred = estimate_problem(pb, lay)     # 18 GiB of buffers: the layout does not fit under autoplan's executor
+    assert pred.memory_breakdown_bytes["pipeline_buffers"] > 16 * 2**30 and not pred.fits
