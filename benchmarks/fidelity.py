@@ -99,7 +99,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
-    ap.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="autoplan-fidelity-")))
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="where profiles and measurements are written (default: a new temporary folder)")
     ap.add_argument("--alone-only", action="store_true",
                     help="profile layers on one process alone only (the sum-of-parts model), not inside groups")
     ap.add_argument("--reuse", action="store_true",
@@ -110,6 +111,10 @@ def main() -> None:
     args.global_batch = args.global_batch or chosen_set["global_batch"]
     LAYOUTS = chosen_set["layouts"]
     t_start = time.perf_counter()
+    if args.workdir is None:
+        if args.reuse:
+            ap.error("--reuse needs the --workdir of an earlier run")
+        args.workdir = Path(tempfile.mkdtemp(prefix="autoplan-fidelity-"))
     args.workdir.mkdir(parents=True, exist_ok=True)
     saved = args.workdir / "runs.json"
     if args.reuse:
