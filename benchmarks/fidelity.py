@@ -15,7 +15,7 @@ steps, and prints per layout predicted and measured step time and peak memory, t
 leave-one-out: each layout is predicted by a calibration fitted to the other layouts only, so the
 figure is out of sample. A calibration belongs to one cluster profile (``validate --calibrate``
 writes it into the cluster it measured), so each world size is calibrated on its own layouts; a
-world size with fewer than ``MIN_OWN_RUNS`` other layouts borrows the layouts of the machine's
+world size with fewer than 4 other layouts (``MIN_CALIBRATION_RUNS``) borrows the layouts of the machine's
 other world sizes (:func:`calibration_runs`). The solver is then re-run with the calibration fitted
 to all the layouts it may use.
 """
@@ -56,16 +56,12 @@ SETS = {
 }
 
 
-MIN_OWN_RUNS = MIN_CALIBRATION_RUNS
-"""the fewest layouts of its own world size a calibration is fitted to (fit_calibration's minimum)"""
-
-
 def calibration_runs(runs_by_world: dict[int, list[Run]], world: int, leave_out: int | None = None) -> list[Run]:
     """The measured layouts a calibration of the ``world``-process cluster is fitted to: that
     cluster's own (but ``leave_out``), as ``validate --calibrate`` fits one cluster profile; where
-    fewer than :data:`MIN_OWN_RUNS` remain, every other layout this machine measured too."""
+    fewer than ``MIN_CALIBRATION_RUNS`` remain, every other layout this machine measured too."""
     own = [r for i, r in enumerate(runs_by_world[world]) if i != leave_out]
-    if len(own) >= MIN_OWN_RUNS:
+    if len(own) >= MIN_CALIBRATION_RUNS:
         return own
     return own + [r for w, rs in runs_by_world.items() if w != world for r in rs]
 

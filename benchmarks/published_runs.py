@@ -289,12 +289,17 @@ def local_batch(run: PublishedRun) -> int:
     return run.global_batch // run.layout["dp"]
 
 
+def micro_batch_choices(run: PublishedRun) -> list[int]:
+    """The micro-batch sizes a run with an unpublished one may have used: the divisors of its local batch."""
+    local = local_batch(run)
+    return [d for d in range(1, local + 1) if local % d == 0]
+
+
 def run_problem(run: PublishedRun) -> Problem:
     """The planning problem of a run: its model on its cluster, profiled for its software stack."""
     cluster = run_cluster(run)
     mbs = run.layout["mbs"]
-    local = local_batch(run)
-    sizes = {1, 2, 4, 8, mbs} if mbs else {1, 2, 4, 8} | {d for d in range(1, local + 1) if local % d == 0}
+    sizes = {1, 2, 4, 8} | ({mbs} if mbs else set(micro_batch_choices(run)))
     profile = analytic_model_profile(run.model, cluster, precision=run.precision, stack=run.stack,
                                      mbs_list=tuple(sorted(sizes)))
     train = TrainingConfig(global_batch=run.global_batch, precision=run.precision, stack=run.stack)
@@ -315,9 +320,8 @@ def with_tuned_mbs(run: PublishedRun, pb: Problem) -> tuple[PublishedRun, str]:
     memory.  The published step time plays no part in the choice.  Runs that state it pass through."""
     if run.layout["mbs"] is not None:
         return run, ""
-    local = local_batch(run)
     best: tuple[float, int] | None = None
-    for mbs in (d for d in range(1, local + 1) if local % d == 0):
+    for mbs in micro_batch_choices(run):
         lay = given_layout(pb, {**run.layout, "mbs": mbs})
         _, pred = estimate_problem(pb, lay)
         if pred.fits and (best is None or pred.step_time_s < best[0]):

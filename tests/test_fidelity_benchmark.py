@@ -24,7 +24,7 @@ def test_a_cluster_is_calibrated_on_its_own_layouts_but_the_one_left_out(fb):
     runs = {4: [f"4-{i}" for i in range(6)], 2: [f"2-{i}" for i in range(3)]}
     assert fb.calibration_runs(runs, 4) == runs[4]
     got = fb.calibration_runs(runs, 4, leave_out=2)
-    assert got == ["4-0", "4-1", "4-3", "4-4", "4-5"] and len(got) >= fb.MIN_OWN_RUNS
+    assert got == ["4-0", "4-1", "4-3", "4-4", "4-5"] and len(got) >= fb.MIN_CALIBRATION_RUNS
 
 
 def test_a_cluster_with_too_few_layouts_borrows_the_machines_others(fb):

@@ -55,7 +55,7 @@ def test_an_unpublished_micro_batch_is_the_fastest_that_fits_whatever_was_publis
     chosen, note = pr.with_tuned_mbs(run, pb)
     assert "not published" in note
     preds = {}
-    for mbs in (d for d in range(1, pr.local_batch(run) + 1) if pr.local_batch(run) % d == 0):
+    for mbs in pr.micro_batch_choices(run):
         _, pred = estimate_problem(pb, given_layout(pb, {**run.layout, "mbs": mbs}))
         preds[mbs] = pred
     fitting = {k: p.step_time_s for k, p in preds.items() if p.fits}

@@ -840,6 +840,18 @@ def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) ->
     return out
 
 
+def rank_buffer_bytes(crossings: list[list[tuple[str, str]]], costs: dict[str, LayerCost], pp: int) -> list[int]:
+    """Pipeline receive buffers of each pipeline rank: every edge crossing boundary b (from
+    :func:`boundary_crossings`) holds its ``buffer_bytes`` on the sending chunk's rank (gradients)
+    and on the receiving chunk's rank (activations)."""
+    buf = [0] * pp
+    for b, edges in enumerate(crossings):
+        for u, _ in edges:
+            buf[b % pp] += costs[u].buffer_bytes
+            buf[(b + 1) % pp] += costs[u].buffer_bytes
+    return buf
+
+
 def costs_for_layout(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
                      costs: dict[str, LayerCost] | None = None) -> dict[str, LayerCost]:
     """Per-layer coefficients with each layer's own recompute mode (``layout.recompute_layers``)."""
@@ -871,7 +883,6 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     act = [0] * p
     chunk_act = [[0.0] * v for _ in range(p)]
     chunk_s = [0.0] * (p * v)
-    buf = [0] * p
     for j, st in enumerate(layout.stages):
         r = j % p
         for n in st:
@@ -888,13 +899,12 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             chunk_act[r][j // p] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
     # occupies a buffer on both sides, once per boundary it crosses
-    for b, edges in enumerate(boundary_crossings(profile.edges, layout.stages)):
+    crossings = boundary_crossings(profile.edges, layout.stages)
+    for b, edges in enumerate(crossings):
         for u, _ in edges:
-            c = costs[u]
-            p2p[b % p] += c.p2p_s
-            chunk_s[b] += c.p2p_s
-            buf[b % p] += c.buffer_bytes
-            buf[(b + 1) % p] += c.buffer_bytes
+            p2p[b % p] += costs[u].p2p_s
+            chunk_s[b] += costs[u].p2p_s
+    buf = rank_buffer_bytes(crossings, costs, p)
     for r in range(p):
         tau[r] = comp[r] + reco[r] + tpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))

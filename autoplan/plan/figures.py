@@ -15,7 +15,7 @@ from pathlib import Path
 from autoplan.errors import InputError
 from autoplan.plan.api import Problem, make_problem
 from autoplan.plan.cost import (LayerCost, boundary_crossings, costs_for_layout, evaluate, peak_activation_bytes,
-                                transient_bytes)
+                                rank_buffer_bytes, transient_bytes)
 from autoplan.plan.plan import Layout, Plan, Prediction
 from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
 
@@ -45,11 +45,7 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
     chunk_act = [[0.0] * layout.vp for _ in range(p)]
     for j, st in enumerate(layout.stages):
         chunk_act[j % p][j // p] += sum(costs[n].act_bytes for n in st)
-    buf = [0] * p
-    for b, edges in enumerate(boundary_crossings(problem.profile.edges, layout.stages)):
-        for u, _ in edges:
-            buf[b % p] += costs[u].buffer_bytes
-            buf[(b + 1) % p] += costs[u].buffer_bytes
+    buf = rank_buffer_bytes(boundary_crossings(problem.profile.edges, layout.stages), costs, p)
     extra = transient_bytes(costs, layout) + problem.cluster.calibration.memory_overhead_bytes
     return [{"params_grads_optimizer": static[r],
              "activations": int(math.ceil(peak_activation_bytes(layout, r, chunk_act[r]))),
