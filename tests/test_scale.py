@@ -13,7 +13,7 @@ import pytest
 
 from autoplan.errors import InputError
 from autoplan.plan.api import estimate
-from autoplan.plan.cost import spans_nodes
+from autoplan.plan.groups import spans_nodes
 from autoplan.plan.plan import parse_layout_constraints
 
 

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Callable
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import read_json
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
 from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete_layout,  # noqa: F401
                                  parse_layout_constraints, stages_from_block_counts)

@@ -17,8 +17,11 @@ from typing import Callable, Iterator
 
 
 from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
-from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
-                                 transient_bytes)
+from autoplan.plan.coefficients import LayerCost, layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.memory import transient_bytes
+from autoplan.plan.schedules import inflight_microbatches
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
 from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
@@ -175,7 +178,7 @@ def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
 
 def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
     """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
-    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
+    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.schedules.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     kinds = distinct_costs(costs)
     # every one of the S-1 boundaries sends at least the cheapest layer output
