@@ -52,6 +52,7 @@ from torch.distributed.tensor import DTensor
 from autoplan.errors import InputError, LaunchError, LayoutError
 from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
+from autoplan.execute.fp8 import check_fp8, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
 from autoplan.models.recompute import apply_recompute, canonical_name
@@ -62,7 +63,8 @@ from autoplan.plan.plan import Layout, Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+"""precision -> the 16-bit dtype layers compute in (fp8: bf16 outside the fp8 GEMMs, execute/fp8.py)"""
 """training precision -> the 16-bit compute dtype of mixed precision (``None``: plain fp32)"""
 
 
@@ -292,6 +294,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     plan's ``training.precision``, and to fp32 for a bare layout.
     """
     layout = plan_or_layout.layout if isinstance(plan_or_layout, Plan) else plan_or_layout
+    if isinstance(plan_or_layout, Plan):
+        plan_or_layout.check_runnable_here()
     if precision is None:
         precision = plan_or_layout.training.precision if isinstance(plan_or_layout, Plan) else "fp32"
     if not dist.is_initialized():
@@ -302,6 +306,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                  ffn_hidden=getattr(shape, "ffn_hidden", None), precision=precision)
     low = PRECISIONS[precision]
     device = device if device is not None else default_device()
+    if precision == "fp8":
+        check_fp8(device, layout.tp)
     loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
 
     mesh = build_mesh(device.type, pp=layout.pp, dp=layout.dp, tp=layout.tp)
@@ -317,6 +323,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     fsdp = mesh.dp_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
     for chunk in chunks:
         chunk.to(device)
+        if precision == "fp8":
+            convert_to_fp8(chunk)
         if mesh.tp_enabled:
             apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=tp_plan.colwise, rowwise=tp_plan.rowwise,
                      sequence_parallel=bool(layout.sp), sp_norms=tp_plan.sp_norms, sp_gather=tp_plan.sp_gather)

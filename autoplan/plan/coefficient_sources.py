@@ -29,22 +29,24 @@ def stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, 
                  t, out_b: float, shard: int, tp_x: bool, mode: str, is_block: bool,
                  prec_b: int) -> tuple[float, float, float]:
     """(compute, recompute, tp_comm) per micro-batch of an analytic profile's layer under its software
-    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree.
+    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree and the
+    full sequence; ``out_b`` the boundary tensor of one cp rank (1/cp of the sequence).
 
     Blocks: Megatron TP's two all-reduces of the block output in forward and two in backward (SP:
     an all-gather and a reduce-scatter each; full recompute repeats the forward's two). A
     vocab-parallel embedding all-reduces (SP: reduce-scatters) its output in forward, a
     vocab-parallel head its input gradient in backward (SP: all-gather + reduce-scatter)."""
-    tp = layout.tp
+    tp, cp = layout.tp, layout.cp
     compute = t.forward_s + t.backward_s
     if layout.sp and shard > 1 and is_block:
         compute -= t.sequence_parallel_saving_s
     recompute = t.selective_recompute_s if mode == "selective" else (t.forward_s if mode == "full" else 0.0)
+    compute, recompute = compute / cp, recompute / cp       # each cp rank: 1/cp of the tokens and of attention
     tp_comm = 0.0
     if shard > 1 and is_block:
         tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode)
     elif shard > 1:
-        hidden_b = profile.seq_len * layout.mbs * int((profile.shape or {}).get("hidden", 0)) * prec_b
+        hidden_b = profile.seq_len / cp * layout.mbs * int((profile.shape or {}).get("hidden", 0)) * prec_b
         if kind_name == "head" and layout.sp:
             tp_comm = (collective_s(cluster, "all_gather", hidden_b, tp, tp_x)
                        + collective_s(cluster, "reduce_scatter", hidden_b, tp, tp_x))
@@ -75,6 +77,32 @@ def sum_of_parts_terms(cluster: ClusterProfile, layout: Layout, fwd: float, bwd:
         recompute = fwd
     tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode) if shard > 1 else 0.0
     return fwd + bwd, recompute, tp_comm
+
+
+def cp_exchange_s(cluster: ClusterProfile, layout: Layout, kv_chunk_b: float, attn_fwd_s: float, attn_bwd_s: float,
+                  exchange: str, cp_x: bool, mode: str) -> float:
+    """Exposed time of context parallel's key/value exchange in one attention layer, per micro-batch on
+    one rank.  ``kv_chunk_b``: the K and V of one rank's 1/cp of the sequence (GQA: its kv heads
+    only); ``attn_*_s``: the rank's attention-core time (1/cp of the layer's, by causal load balance).
+
+    ring        cp-1 steps; step i sends the K,V chunk in hand to the next rank while attending to
+                it, so each step costs max(send, attention / cp); backward sends K,V and their
+                gradients (2x the bytes) behind the backward attention (Megatron's p2p ring)
+    all_gather  all-gather K,V (cp x the chunk) before attention, reduce-scatter their gradients
+                after it; nothing hidden
+    Full recompute repeats the forward exchange."""
+    cp = layout.cp
+    if cp <= 1 or kv_chunk_b <= 0:
+        return 0.0
+    if exchange == "ring":
+        send_fwd = cluster.collective_time_s("send_recv", kv_chunk_b, 2, cp_x)
+        send_bwd = cluster.collective_time_s("send_recv", 2 * kv_chunk_b, 2, cp_x)
+        fwd = (cp - 1) * max(0.0, send_fwd - attn_fwd_s / cp)
+        bwd = (cp - 1) * max(0.0, send_bwd - attn_bwd_s / cp)
+    else:
+        fwd = collective_s(cluster, "all_gather", cp * kv_chunk_b, cp, cp_x)
+        bwd = collective_s(cluster, "reduce_scatter", cp * kv_chunk_b, cp, cp_x)
+    return fwd * (2 if mode == "full" else 1) + bwd
 
 
 def block_tp_comm_s(cluster: ClusterProfile, layout: Layout, out_b: float, tp_x: bool, mode: str) -> float:
@@ -159,7 +187,7 @@ def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, 
     last backward also reduce-scatters: the synced backward beyond the unsynced one. ZeRO 0-2 keep
     the gathered weights from forward to backward: one all-gather (half the per-micro-batch extra)
     and one reduce-scatter per step."""
-    if layout.tp > 1:
+    if layout.tp > 1 or layout.cp > 1:
         return None
     base = kind.group_timing(mbs, world=world)
     z3 = kind.group_timing(mbs, world=world, dp=layout.dp)
@@ -187,7 +215,7 @@ def ddp_sync_s(cluster: ClusterProfile, layout: Layout, params: float, grad_byte
       plus its matmuls (about 8*r*params FLOPs) at the device's rate;
     - local SGD every H steps: an all-reduce of the weights, once per H steps.
     """
-    g = layout.dp
+    g = layout.grad_group
     if layout.sync_every > 1:
         return collective_s(cluster, "all_reduce", weight_bytes, g, cross) / layout.sync_every
     if layout.grad_compression == "fp16":

@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass
 
 from autoplan.errors import InputError
-from autoplan.plan.coefficient_sources import (composition_factors, ddp_sync_s, exposed_s,
+from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_s, ddp_sync_s, exposed_s,
                                                in_group_fsdp_s, in_group_terms, in_group_world, matrix_width,
                                                stack_terms, sum_of_parts_terms)
-from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, spans_nodes
+from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import BYTES_PER_ELEMENT, TrainingConfig
 from autoplan.profile.assumptions import STACKS, SoftwareStack
@@ -35,6 +35,8 @@ class LayerCost:
     """forward work repeated in backward by activation recomputation"""
     tp_comm_s: float
     """tensor-parallel collectives (forward and backward)"""
+    cp_comm_s: float
+    """context parallel's exposed key/value exchange (forward and backward)"""
     p2p_s: float
     """sending this layer's output to the next stage and its gradient back, if cut after it"""
     dp_sync_s: float
@@ -65,7 +67,7 @@ class LayerCost:
 
     @property
     def per_microbatch_s(self) -> float:
-        return self.compute_s + self.recompute_s + self.tp_comm_s
+        return self.compute_s + self.recompute_s + self.tp_comm_s + self.cp_comm_s
 
 
 def _block_fractions(profile: ModelProfile) -> tuple[float, float, float]:
@@ -110,7 +112,9 @@ class _Shared:
     """memory as autoplan's executor holds it"""
     tp_x: bool
     dp_x: bool
+    """the gradient group (dp x cp ranks) spans nodes"""
     pp_x: bool
+    cp_x: bool
     ddp: bool
     fsdp: bool
     accumulate: bool
@@ -137,14 +141,14 @@ class _Shared:
         c = self.cluster
         if self.stack is not None and self.dp_x and c.source == "catalogue" and self.k_dp > 1:
             from autoplan.profile.hardware import hierarchical_collective_s
-            return hierarchical_collective_s(c, op, nbytes, self.layout.dp, self.k_dp)
-        return collective_s(c, op, nbytes, self.layout.dp, self.dp_x)
+            return hierarchical_collective_s(c, op, nbytes, self.layout.grad_group, self.k_dp)
+        return collective_s(c, op, nbytes, self.layout.grad_group, self.dp_x)
 
 
 def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
             mode: str) -> _Shared:
-    dp, tp, pp = layout.dp, layout.tp, layout.pp
-    tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
+    dp, tp, pp = layout.grad_group, layout.tp, layout.pp
+    tp_x, dp_x, pp_x, cp_x = layout_spans(layout, cluster.devices_per_node, cluster.num_nodes)
     ddp, fsdp = data_parallel_wrapper(layout)
     accumulate = layout.num_microbatches > 1
     score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
@@ -156,7 +160,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
     f_compute, f_optimizer = composition_factors(profile, world, layout.mbs) if world else (1.0, 1.0)
     return _Shared(
         profile=profile, cluster=cluster, layout=layout, train=train, mode=mode, stack=stack, executor=executor,
-        tp_x=tp_x, dp_x=dp_x, pp_x=pp_x, ddp=ddp, fsdp=fsdp, accumulate=accumulate,
+        tp_x=tp_x, dp_x=dp_x, pp_x=pp_x, cp_x=cp_x, ddp=ddp, fsdp=fsdp, accumulate=accumulate,
         prec_b=BYTES_PER_ELEMENT[train.precision],
         act_scale=BYTES_PER_ELEMENT[train.precision] / BYTES_PER_ELEMENT.get(profile.precision, 4),
         score_frac=score_frac, unsharded_frac=unsharded_frac, attn_flop_frac=attn_flop_frac,
@@ -182,11 +186,14 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     layout, stack = sh.layout, sh.stack
     shard = layout.tp if kind.tp_shardable else 1
     t = kind.timing(layout.mbs, shard)
-    out_b = t.output_bytes * sh.act_scale
+    out_b = t.output_bytes * sh.act_scale / layout.cp      # each cp rank holds 1/cp of the sequence
     # recomputation applies to the transformer blocks (not a vocab-parallel embedding or head)
     is_block = kind.tp_shardable and not (stack is not None and kind_name in VOCAB_KINDS)
-    act, full_act = _activation_bytes(sh, kind, shard, is_block, out_b)
+    act, full_act = _activation_bytes(sh, kind, shard, is_block, out_b * layout.cp)
+    act, full_act = act / layout.cp, full_act / layout.cp
     compute, recompute, tp_comm, optimizer, slow = _time_terms(sh, kind_name, kind, shard, is_block, out_b)
+    cp_comm, kv_gathered = _context_parallel_terms(sh, t, shard, is_block)
+    act += kv_gathered
     params = kind.param_count / shard
     grad_bytes = params * sh.g_b          # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
     weight_bytes = params * sh.c_b        # what FSDP gathers (param_dtype) and computes with
@@ -198,7 +205,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     cal = sh.cluster.calibration
     cost = LayerCost(
         compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
-        tp_comm_s=tp_comm * cal.tp_scale(layout.tp), p2p_s=_p2p_s(sh, kind_name, shard, out_b) * cal.comm_scale,
+        tp_comm_s=tp_comm * cal.tp_scale(layout.tp), cp_comm_s=cp_comm * cal.comm_scale, p2p_s=_p2p_s(sh, kind_name, shard, out_b) * cal.comm_scale,
         dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
         static_bytes=int(math.ceil(static)),
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
@@ -248,26 +255,49 @@ def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
     mode = sh.mode if is_block else "none"
     measured = in_group_terms(kind, layout, layout.mbs, shard, sh.world, mode, sh.attn_flop_frac,
                               sh.train.optimizer) if sh.world else None
+    cp = layout.cp
     if measured is not None:
         compute, recompute, tp_comm, optimizer = measured
         compute, recompute, optimizer = compute * sh.f_compute, recompute * sh.f_compute, optimizer * sh.f_optimizer
         if sh.fsdp:
-            optimizer /= layout.dp   # unless measured under FSDP (_data_parallel_terms): this rank's shard
-        return compute, recompute, tp_comm, optimizer, 1.0    # measured with every device working at once
+            optimizer /= layout.grad_group   # unless measured under FSDP (_data_parallel_terms): this rank's shard
+        # measured with every device working at once, at cp = 1: a cp rank does 1/cp of it
+        return compute / cp, recompute / cp, tp_comm / cp, optimizer, 1.0
     t = kind.timing(layout.mbs, shard)
     if stack is not None:
         compute, recompute, tp_comm = stack_terms(sh.profile, sh.cluster, layout, stack, kind_name, t, out_b,
                                                   shard, sh.tp_x, mode, is_block, sh.prec_b)
     else:
-        compute, recompute, tp_comm = sum_of_parts_terms(sh.cluster, layout, t.forward_s, t.backward_s, out_b, shard,
-                                                         sh.tp_x, mode, sh.attn_flop_frac, t.selective_recompute_s)
+        compute, recompute, tp_comm = sum_of_parts_terms(sh.cluster, layout, t.forward_s / cp, t.backward_s / cp, out_b,
+                                                         shard, sh.tp_x, mode, sh.attn_flop_frac,
+                                                         t.selective_recompute_s / cp)
     opt_rate = sh.profile.optimizer_step_s_per_param
     if sh.train.optimizer == "sgd" and sh.profile.optimizer_step_s_per_param_sgd > 0:
         opt_rate = sh.profile.optimizer_step_s_per_param_sgd
-    optimizer = opt_rate * kind.param_count / shard / (layout.dp if sh.fsdp else 1)
+    optimizer = opt_rate * kind.param_count / shard / (layout.grad_group if sh.fsdp else 1)
     # layers are profiled alone; in training every device computes at once
     slow = sh.cluster.device.compute_slowdown if sh.profile.source == "measured" else 1.0
     return compute, recompute, tp_comm, optimizer, slow
+
+
+def _context_parallel_terms(sh: _Shared, t, shard: int, is_block: bool) -> tuple[float, float]:
+    """(exposed K,V exchange per micro-batch, bytes of gathered K,V saved for backward) of one
+    attention layer (a transformer block) under context parallel
+    (:func:`~autoplan.plan.coefficient_sources.cp_exchange_s`); (0, 0) for other layers and cp = 1.
+    The all-gather exchange keeps the other ranks' K,V for the backward; the ring holds one chunk
+    in flight.  ``t``: the layer's timing at the full sequence."""
+    layout, shape = sh.layout, sh.profile.shape or {}
+    if layout.cp <= 1 or not is_block or not shape.get("heads"):
+        return 0.0, 0.0
+    head_dim = shape["hidden"] / shape["heads"]
+    kv_heads = max(1.0, shape.get("kv_heads", shape["heads"]) / shard)
+    kv_chunk_b = 2 * sh.profile.seq_len / layout.cp * layout.mbs * kv_heads * head_dim * sh.prec_b
+    attn_fwd = t.forward_s * sh.attn_flop_frac / layout.cp
+    attn_bwd = t.backward_s * sh.attn_flop_frac / layout.cp
+    exchange = sh.stack.cp_exchange if sh.stack is not None else "all_gather"
+    comm = cp_exchange_s(sh.cluster, layout, kv_chunk_b, attn_fwd, attn_bwd, exchange, sh.cp_x, sh.mode)
+    kept = (layout.cp - 1) * kv_chunk_b if exchange == "all_gather" and sh.mode != "full" else 0.0
+    return comm, kept
 
 
 def _p2p_s(sh: _Shared, kind_name: str, shard: int, out_b: float) -> float:
@@ -339,10 +369,19 @@ def _state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
     """(bytes held during the step, bytes held during the optimizer step) of one layer's
     parameters, gradients and optimizer state on one device (cost.py docstring, "Memory")."""
     w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
+    static, optimizer_phase = _weight_state_bytes(sh, params)
+    # fp8 training: each weight's fp8 copy and transpose (sharded with the weights under ZeRO-3)
+    f8 = params * sh.train.fp8_weight_bytes_per_param()
+    return static + (f8 / sh.layout.grad_group if sh.fsdp and sh.layout.zero == 3 else f8), optimizer_phase
+
+
+def _weight_state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
+    """:func:`_state_bytes` without fp8's weight copies."""
+    w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
     if sh.ddp:
         return params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b)
     if sh.fsdp:
-        dp, stack = sh.layout.dp, sh.stack
+        dp, stack = sh.layout.grad_group, sh.stack
         whole_grads = sh.accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
         static = params * ((w_b + g_b + o_b) / dp + (c_b if sh.layout.zero < 3 else 0) + (g_b if whole_grads else 0))
         return static, params * (w_b + g_b + o_b + sh.opt_temp_b) / dp

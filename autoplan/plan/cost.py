@@ -150,6 +150,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     comp = [0.0] * p
     reco = [0.0] * p
     tpc = [0.0] * p
+    cpc = [0.0] * p
     p2p = [0.0] * p
     dps = [0.0] * p
     opt = [0.0] * p
@@ -166,6 +167,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             comp[r] += c.compute_s
             reco[r] += c.recompute_s
             tpc[r] += c.tp_comm_s
+            cpc[r] += c.cp_comm_s
             dps[r] += c.dp_sync_s
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
@@ -181,12 +183,12 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             chunk_s[b] += costs[u].p2p_s
     buf = rank_buffer_bytes(crossings, costs, p)
     for r in range(p):
-        tau[r] = comp[r] + reco[r] + tpc[r] + p2p[r]
+        tau[r] = comp[r] + reco[r] + tpc[r] + cpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
     bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
     relief = shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble)
-    comp, reco, tpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, p2p))
+    comp, reco, tpc, cpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, cpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
     dp_sync = max(dps)
     optimizer = max(opt)
@@ -200,7 +202,8 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
-        "compute": m * comp[rb], "recompute": m * reco[rb], "tp_comm": m * tpc[rb], "pp_p2p": m * p2p[rb],
+        "compute": m * comp[rb], "recompute": m * reco[rb], "tp_comm": m * tpc[rb],
+        **({"cp_comm": m * cpc[rb]} if layout.cp > 1 else {}), "pp_p2p": m * p2p[rb],
         "bubble": bubble, "dp_sync": dp_sync, "optimizer": optimizer, "overhead": overhead,
     }
     memory_breakdown = {

@@ -1,9 +1,13 @@
 """Communication groups and where they run: which (tp, dp, pp) groups cross nodes, how many of a
 group's ranks share a node, one collective's time, and which data-parallel wrapper the executor uses.
 
-Rank order, outermost to innermost: pp, dp, tp (tp innermost, so it gets the fastest links)::
+Rank order, outermost to innermost: pp, dp, cp, tp (tp innermost, so it gets the fastest links;
+the mesh order of torchtitan and of autoplan's executor)::
 
-    rank = (pp_i * dp + dp_i) * tp + tp_i
+    rank = ((pp_i * dp + dp_i) * cp + cp_i) * tp + tp_i
+
+A gradient group (the dp x cp ranks of one (pp_i, tp_i)) is then ranks tp apart, like the dp group
+of a layout with dp*cp replicas and no cp (:func:`layout_spans`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ def spans_nodes(dp: int, tp: int, pp: int, devices_per_node: int, num_nodes: int
             _progression_spans(pp_bases, dp * tp, pp, D))
 
 
+def layout_spans(layout: Layout, devices_per_node: int, num_nodes: int) -> tuple[bool, bool, bool, bool]:
+    """(tp, gradient, pp, cp) groups of ``layout`` crossing a node boundary (module docstring)."""
+    g = layout.grad_group
+    tp_x, dp_x, pp_x = spans_nodes(g, layout.tp, layout.pp, devices_per_node, num_nodes)
+    cp_x = layout.cp > 1 and spans_nodes(layout.cp, layout.tp, layout.pp * layout.dp, devices_per_node,
+                                         num_nodes)[1]
+    return tp_x, dp_x, pp_x, cp_x
+
+
 def _progression_spans(bases, stride: int, size: int, per_node: int) -> bool:
     """Whether some group {base + i*stride : i < size} holds ranks of two nodes."""
     if size <= 1:
@@ -61,7 +74,7 @@ def group_ranks_per_node(stride: int, size: int, devices_per_node: int) -> int:
 
 def data_parallel_wrapper(layout: Layout) -> tuple[bool, bool]:
     """(DDP, FSDP): the wrapper the executor uses (mirrors :func:`autoplan.execute.dp.use_ddp`)."""
-    if layout.dp == 1:
+    if layout.grad_group == 1:
         return False, False
     ddp = layout.zero == 0 and layout.tp == 1 and layout.pp == 1
     return ddp, not ddp

@@ -255,7 +255,8 @@ class PlacementILP:
     def add_bottleneck(self) -> None:
         for r in range(self.p):
             self.tau[r] = (self.rank_sum(r, "compute_s") + self.rank_sum(r, "recompute_s")
-                           + self.rank_sum(r, "tp_comm_s") + self.rank_send(r, "p2p_s"))
+                           + self.rank_sum(r, "tp_comm_s") + self.rank_sum(r, "cp_comm_s")
+                           + self.rank_send(r, "p2p_s"))
             self.prob += self.T >= self.tau[r], f"bottleneck_r{r}"
 
     def chunk_time(self, j: int):

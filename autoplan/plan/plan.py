@@ -19,7 +19,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
-COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
+COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
 OPTIMIZERS = ("adamw", "sgd")
 MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
@@ -158,6 +158,12 @@ class Layout:
         if values:
             text += " = " + "*".join(str(getattr(self, n)) for n in names)
         return text
+
+    @property
+    def grad_group(self) -> int:
+        """Ranks that average (ZeRO: shard) each parameter's gradients: the dp replicas times the cp
+        ranks, which see the same samples' other sequence chunks."""
+        return self.dp * self.cp
 
     @property
     def global_batch(self) -> int:
@@ -353,6 +359,9 @@ class TrainingSpec:
     cluster_profile: str = ""
     cluster_spec: str = ""
     world_size: int = 1
+    framework: str = "autoplan"
+    """the framework the plan was made for (``--framework``, :mod:`autoplan.plan.frameworks`): its
+    costs and rules; ``run`` and ``validate`` run only autoplan plans"""
     memory_per_device_bytes: int = 0
     """the device memory budget the plan was solved for, when given on the command line
     (``--memory-per-device``); 0: the cluster profile's own. An elastic re-plan uses it again."""
@@ -381,8 +390,18 @@ class TrainingSpec:
                    cluster_profile=as_str(d.get("cluster_profile", ""), f"{source}.cluster_profile"),
                    cluster_spec=as_str(d.get("cluster_spec", ""), f"{source}.cluster_spec"),
                    world_size=as_int(d.get("world_size", 1), f"{source}.world_size", minimum=1, maximum=MAX_DEGREE),
+                   framework=_framework_spec(as_str(d.get("framework", "autoplan"), f"{source}.framework"), source),
                    memory_per_device_bytes=as_int(d.get("memory_per_device_bytes", 0),
                                                   f"{source}.memory_per_device_bytes"))
+
+
+def _framework_spec(spec: str, source: str) -> str:
+    """The canonical spec of a plan's framework (InputError for an unknown one)."""
+    from autoplan.plan.frameworks import framework
+    try:
+        return framework(spec).spec
+    except InputError as e:
+        raise InputError(f"{source}.framework: {str(e).removeprefix('--framework: ')}") from None
 
 
 @dataclass
@@ -449,6 +468,14 @@ class Plan:
     @classmethod
     def load(cls, path) -> "Plan":
         return cls.from_dict(read_json(path, "plan"), source=str(path))
+
+    def check_runnable_here(self) -> None:
+        """InputError unless autoplan's executor is the framework the plan was made for: a plan made for
+        another framework was costed with that framework's kernels, overlaps and memory rules."""
+        if self.training.framework.partition("@")[0] != "autoplan":
+            raise InputError(f"this plan was made for --framework {self.training.framework}: autoplan runs plans made "
+                             f"for its own executor (solve again with --framework autoplan, or export it: "
+                             f"autoplan export PLAN --to {self.training.framework.partition('@')[0]})")
 
 
 def parse_layout_constraints(text: str | None) -> dict[str, Any]:
@@ -520,18 +547,28 @@ def stages_from_block_counts(layer_names: list[str], counts: list[int]) -> list[
     return stages
 
 
+def context_parallel_violation(cp: int, seq_len: int) -> str | None:
+    """Why ``cp`` cannot split sequences of ``seq_len`` tokens (load balance for the causal mask cuts
+    each sequence into 2*cp equal chunks), or None."""
+    if cp > 1 and seq_len % (2 * cp):
+        return (f"cp={cp} does not divide the sequence of {seq_len} tokens into 2*cp = {2 * cp} equal chunks "
+                f"(context parallel balances the causal mask that way): choose a cp with seq_len % (2*cp) == 0")
+    return None
+
+
 def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
-    """A full layout from the fields the user gave. Missing: tp=1, pp=1, dp = world/(tp*pp),
+    """A full layout from the fields the user gave. Missing: tp=1, pp=1, cp=1, dp = world/(cp*tp*pp),
     mbs=1, num_microbatches = global_batch/(dp*mbs), schedule = interleaved when vp > 1, gpipe when
     there are fewer micro-batches than pipeline stages, else 1f1b."""
     if not given:
         raise InputError("--layout is required for estimate (e.g. dp=2,tp=2,pp=1,mbs=4)")
     d = {k: v for k, v in given.items() if k != "stage_blocks"}   # placed by estimate (needs the model)
-    tp, pp = d.setdefault("tp", 1), d.setdefault("pp", 1)
+    tp, pp, cp = d.setdefault("tp", 1), d.setdefault("pp", 1), d.setdefault("cp", 1)
     if "dp" not in d:
-        if world % (tp * pp):
-            raise LayoutError(f"tp*pp = {tp * pp} does not divide the world size {world}")
-        d["dp"] = world // (tp * pp)
+        if world % (tp * pp * cp):
+            names = "cp*tp*pp" if cp > 1 else "tp*pp"
+            raise LayoutError(f"{names} = {tp * pp * cp} does not divide the world size {world}")
+        d["dp"] = world // (tp * pp * cp)
     mbs = d.setdefault("mbs", 1)
     if "num_microbatches" not in d:
         if global_batch % (d["dp"] * mbs):

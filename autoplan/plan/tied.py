@@ -54,7 +54,7 @@ from autoplan.plan.coefficients import LayerCost
 
 INF = math.inf
 MODE_ORDER = ("full", "selective", "none")
-TIME_ATTRS = ("compute_s", "recompute_s", "tp_comm_s")
+TIME_ATTRS = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s")
 """LayerCost fields that make a layer's time per micro-batch (``LayerCost.per_microbatch_s``)"""
 # slack on memory budgets (bytes): the bound must never exclude a mix the ILP (with its
 # feasibility tolerance on GiB-scaled rows) accepts

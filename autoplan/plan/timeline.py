@@ -150,8 +150,8 @@ def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
             f = fwd_frac[kinds[n]]
             full = layout.recompute_of(n) == "full" and c.recompute_s > 0
             tp_fwd = c.tp_comm_s / (3 if full else 2)
-            fwd += c.compute_s * f + tp_fwd
-            bwd += c.compute_s * (1 - f) + (c.tp_comm_s - (2 * tp_fwd if full else tp_fwd))
+            fwd += c.compute_s * f + tp_fwd + c.cp_comm_s / 3       # the K,V exchange: once forward, twice
+            bwd += c.compute_s * (1 - f) + (c.tp_comm_s - (2 * tp_fwd if full else tp_fwd)) + 2 * c.cp_comm_s / 3
             reco += c.recompute_s + (tp_fwd if full else 0.0)
         out.append(ChunkTimes(forward_s=fwd, send_s=p2p_of[j] / 2, recv_grad_s=p2p_of[j] / 2,
                               recompute_s=reco, backward_s=bwd))
@@ -295,7 +295,7 @@ def per_rank_sums(layout: Layout, costs: dict, *fields: str) -> list[list]:
 
 def model_pipeline_s(breakdown_s: dict[str, float]) -> float:
     """The cost model's pipeline term from a prediction's breakdown (what the simulation replaces)."""
-    return sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p", "bubble"))
+    return sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble"))
 
 
 def pipeline_scale(chunks: list[ChunkTimes], layout: Layout, breakdown_s: dict[str, float]) -> float:
@@ -305,7 +305,7 @@ def pipeline_scale(chunks: list[ChunkTimes], layout: Layout, breakdown_s: dict[s
     p, m = layout.pp, layout.num_microbatches
     tau = [sum(c.total_s for c in chunks[r::p]) for r in range(p)]
     raw = m * max(tau)
-    work = sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p"))
+    work = sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p"))
     return work / raw if raw > 0 else 1.0
 
 

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import SoftwareStack
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""bytes of an activation element: fp8 training keeps 16-bit activations (only GEMM operands are fp8)"""
+FP8_WEIGHT_COPY_BYTES = 2
+"""fp8 training's extra bytes per parameter: the fp8 copy of each weight and its transpose (Hopper's
+fp8 GEMMs take both operands K-major, so the weight gradient GEMM needs the transposed copy;
+Transformer Engine and torchao keep both for the step)"""
 
 
 @dataclass(frozen=True)
@@ -18,13 +23,17 @@ class TrainingConfig:
     global_batch: int
     """samples (sequences) per optimizer step"""
     precision: str = "fp32"
-    """fp32, or bf16/fp16 mixed precision (16-bit compute; see :meth:`state_bytes_per_param`)"""
+    """fp32, or bf16/fp16 mixed precision (16-bit compute; see :meth:`state_bytes_per_param`), or fp8:
+    bf16 mixed precision whose linear layers' GEMMs run in fp8 (attention, norms, loss in 16 bits)"""
     optimizer: str = "adamw"
     """adamw (two fp32 moments) or sgd (no state)"""
     stack: SoftwareStack | None = None
     """the training software whose overlap and kernels an analytic profile assumes
     (``profile/assumptions.py``); None: the analytic profile's own stack (its environment), and for
     a measured profile the fully exposed model below (DP, TP and pipeline traffic not overlapped)"""
+    framework: str = "autoplan"
+    """the framework that will run the plan (:mod:`autoplan.plan.frameworks`): its rules decide which
+    layouts are allowed; its software stack is ``stack`` for analytic profiles"""
 
     def __post_init__(self) -> None:
         from autoplan.plan.plan import MAX_DEGREE
@@ -55,6 +64,10 @@ class TrainingConfig:
         if self.precision == "fp32" or executor:
             return 4, 4, (8 if self.optimizer == "adamw" else 0)
         return 2, 2, (12 if self.optimizer == "adamw" else 4)
+
+    def fp8_weight_bytes_per_param(self) -> int:
+        """Extra bytes per parameter that fp8 training holds (:data:`FP8_WEIGHT_COPY_BYTES`), else 0."""
+        return FP8_WEIGHT_COPY_BYTES if self.precision == "fp8" else 0
 
     def compute_weight_bytes_per_param(self) -> int:
         """Bytes per parameter of the weights the layers compute with: the 16-bit copies of mixed

@@ -73,6 +73,8 @@ class AcceleratorSpec:
     large_gemm_source: str = ""
     family: str = ""
     """the chip, for kernel efficiencies measured per chip (A100, H100, H200, V100)"""
+    peak_fp8_matmul_flops_per_s: float = 0.0
+    """dense fp8 tensor-core peak (no sparsity); 0: the chip has no fp8 tensor cores"""
 
 
 # NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOP/s bf16 dense (624 with sparsity), 80 GB HBM2e,
@@ -93,14 +95,15 @@ A100_SXM4_80GB = AcceleratorSpec("A100 SXM4 80GB", 312e12, 80 * GB, 2.039e12, 30
 H100_SXM5_80GB = AcceleratorSpec("H100 SXM5 80GB", 989e12, 80 * GB, 3.35e12, 450e9,
                                  "NVIDIA H100 Tensor Core GPU datasheet", sm_count=132,
                                  large_gemm_flops_per_s=794.5e12,
-                                 large_gemm_source=f"H100 SXM bf16 794.5 TFLOP/s ({MAMF_SOURCE})", family="H100")
-# NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB HBM3e, 4.8 TB/s,
+                                 large_gemm_source=f"H100 SXM bf16 794.5 TFLOP/s ({MAMF_SOURCE})", family="H100",
+                                 peak_fp8_matmul_flops_per_s=1979e12)
+# NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense (1,979 fp8), 141 GB HBM3e, 4.8 TB/s,
 # NVLink4 900 GB/s bidirectional = 450 GB/s per direction.
 H200_SXM_141GB = AcceleratorSpec("H200 SXM 141GB", 989e12, 141 * GB, 4.8e12, 450e9,
                                  "NVIDIA H200 Tensor Core GPU datasheet", sm_count=132,
                                  large_gemm_flops_per_s=790e12,
                                  large_gemm_source="bf16 8192^3 measured on one H200: 790 TFLOP/s (HARDWARE.md)",
-                                 family="H200")
+                                 family="H200", peak_fp8_matmul_flops_per_s=1979e12)
 # NVIDIA V100 Tensor Core GPU datasheet (SXM2 32GB): 125 TFLOP/s fp16 tensor, 32 GB HBM2, 900 GB/s,
 # NVLink2 300 GB/s bidirectional = 150 GB/s per direction.
 V100_SXM2_32GB = AcceleratorSpec("V100 SXM2 32GB", 125e12, 32 * GB, 0.9e12, 150e9,
