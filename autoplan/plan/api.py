@@ -241,13 +241,32 @@ def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *,
     return estimate_problem(pb, given_layout(pb, given))
 
 
+def _per_block_recompute(profile: ModelProfile, every: int, first: int) -> dict[str, str]:
+    """Full recompute of every ``every``-th transformer block (torchtitan's selective-layer activation
+    checkpointing) or of the first ``first`` blocks (Megatron's ``--recompute-method block
+    --recompute-num-layers``), the other blocks keeping the layout's ``recompute``."""
+    if every < 0 or first < 0:
+        raise LayoutError("recompute_every and recompute_first must be positive block counts")
+    blocks = [n for n in profile.layer_names() if n.startswith("block.")]
+    if first > len(blocks):
+        raise LayoutError(f"recompute_first={first} but the model has {len(blocks)} blocks")
+    return {n: "full" for i, n in enumerate(blocks) if (every and i % every == 0) or i < first}
+
+
 def given_layout(pb: Problem, given: dict) -> Layout:
     """``complete_layout`` for this problem, with ``stage_blocks`` (blocks per pipeline chunk, for a
     published uneven partition) turned into stages."""
     why = context_parallel_violation(given.get("cp", 1), pb.profile.seq_len)
     if why:
         raise LayoutError(why)
+    given = dict(given)
+    every, first = given.pop("recompute_every", 0), given.pop("recompute_first", 0)
+    per_block = _per_block_recompute(pb.profile, every, first)
     lay = complete_layout(given, pb.cluster.world_size, pb.train.global_batch)
+    if per_block:
+        if lay.pp > 1 and first:
+            raise LayoutError("recompute_first counts the model's first blocks: it needs pp=1")
+        lay = lay.with_(recompute_layers=per_block)
     why = framework_violation(framework_named(pb.train.framework), lay, pb.train.precision, _chip(pb.cluster))
     if why:
         raise LayoutError(why)

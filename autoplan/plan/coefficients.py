@@ -410,7 +410,8 @@ def _activation_parts(profile: ModelProfile, stack: SoftwareStack | None) -> tup
         return None
     from autoplan.models.shapes import ModelShape
     from autoplan.profile.analytic import block_activation_parts
-    return block_activation_parts(ModelShape.from_dict(profile.shape), profile.seq_len, stack)
+    return block_activation_parts(ModelShape.from_dict(profile.shape), profile.seq_len, stack,
+                                  fp8=profile.precision == "fp8")
 
 
 def costs_for_layout(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,

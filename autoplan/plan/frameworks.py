@@ -89,6 +89,9 @@ _ALL = [
               context_parallel=True, fp8=True,
               source="torchtitan (2024-25): DDP or FSDP2 (reshard_after_forward False = zero 2, True = zero 3), "
                      "torch.distributed.pipelining schedules, torch context_parallel, torchao float8"),
+    Framework("torchtitan", "2024-async-tp", STACKS["torchtitan-async-tp"], zero_levels=(0, 2, 3),
+              schedules=("gpipe", "1f1b", "interleaved"), pipeline_zero_levels=(0, 2, 3),
+              context_parallel=True, fp8=True, source="torchtitan with async tensor parallel"),
     Framework("deepspeed", "megatron-deepspeed", STACKS["deepspeed-megatron"], zero_levels=(0, 1, 2, 3),
               schedules=("1f1b",), pipeline_zero_levels=(0, 1), context_parallel=False, fp8=False,
               source="DeepSpeed with Megatron-DeepSpeed's model: ZeRO 1-3; its pipeline engine runs one 1F1B "

@@ -236,7 +236,7 @@ class Layout:
             raise LayoutError(f"layout dp*mbs*num_microbatches = {self.global_batch} does not equal the "
                               f"global batch {global_batch}")
         why = (schedule_rule_violation(self.schedule, pp=self.pp, vp=self.vp, num_microbatches=self.num_microbatches)
-               or data_parallel_rule_violation(dp=self.dp, zero=self.zero))
+               or data_parallel_rule_violation(dp=self.grad_group, zero=self.zero))
         if why:
             raise LayoutError(why)
         if heads is not None and heads % self.tp:
@@ -482,7 +482,8 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
     if not text:
         return {}
-    ints = {"dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every"}
+    ints = {"dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every", "recompute_every",
+            "recompute_first"}
     strs = {"recompute", "schedule", "grad_compression"}
     aliases = {"m": "num_microbatches", "microbatches": "num_microbatches"}
     out: dict[str, Any] = {}

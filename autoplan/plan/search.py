@@ -298,6 +298,10 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     t0 = time.perf_counter()
     world = cluster.world_size
     fixed = opts.fixed
+    for k in ("recompute_every", "recompute_first", "stage_blocks"):
+        if k in fixed:
+            raise InputError(f"--layout {k} places or recomputes given blocks: it is for estimate; solve chooses "
+                             f"them (see --per-layer-recompute)")
     why = context_parallel_violation(fixed.get("cp", 1), profile.seq_len)
     if why:
         raise LayoutError(why)

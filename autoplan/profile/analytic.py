@@ -82,30 +82,33 @@ FALLBACK_FLOPS_PER_BYTE = 153.0
 # --------------------------------------------------------------------------------------------
 
 
-def block_activation_parts(shape: ModelShape, seq_len: int, stack: SoftwareStack | None = None
-                           ) -> tuple[float, float, float]:
+def block_activation_parts(shape: ModelShape, seq_len: int, stack: SoftwareStack | None = None,
+                           fp8: bool = False) -> tuple[float, float, float]:
     """Saved activations of one block per token in 16-bit units, split as (whole on every TP rank
     without sequence parallel, split by TP, attention scores split by TP) -- the three terms of the
     module docstring's formula, for ``stack`` (None: Megatron's defaults, dropout and unfused
-    attention, which is also what ``layers.profile_model`` measures)."""
+    attention, which is also what ``layers.profile_model`` measures).  ``fp8``: the four linear layers
+    keep their inputs for backward as fp8 (1 byte: Transformer Engine and torchao save the cast
+    input), so the QKV and MLP inputs (whole) and the out-projection and fc2 inputs (split) halve."""
     h, kv, f = shape.hidden, shape.kv_heads * shape.head_dim, shape.ffn_hidden
     mlp = 4 * f if shape.mlp == "gelu" else (6 * f if (stack is None or stack.fused_elementwise) else 8 * f)
-    whole = 10 * h - (0 if stack is None or stack.dropout else 2 * h)
+    whole = 10 * h - (0 if stack is None or stack.dropout else 2 * h) - (2 * h if fp8 else 0)
     scores = 5.0 * shape.heads * seq_len
     if stack is not None and stack.attention != "unfused":
         scores = 0.0
     elif stack is not None and not stack.dropout:
         scores = 2.0 * shape.heads * seq_len          # the softmax output only
-    return float(whole), float(4 * h + 4 * kv + mlp), scores
+    return float(whole), float(4 * h + 4 * kv + mlp - ((h + f) if fp8 else 0)), scores
 
 
 def saved_activation_bytes(kind: str, shape: ModelShape, seq_len: int, mbs: int, tp: int,
-                           bytes_per_element: int, stack: SoftwareStack | None = None, vocab_tp: int = 1) -> int:
+                           bytes_per_element: int, stack: SoftwareStack | None = None, vocab_tp: int = 1,
+                           fp8: bool = False) -> int:
     """Bytes saved for backward by one layer on one TP rank, per micro-batch (module docstring).
     ``vocab_tp``: the TP degree splitting a vocab-parallel head's logits."""
     s, b, h = seq_len, mbs, shape.hidden
     if kind == "block":
-        whole, split, scores = block_activation_parts(shape, s, stack)
+        whole, split, scores = block_activation_parts(shape, s, stack, fp8=fp8)
         per_token_16bit = whole + split / tp + scores / tp
         return int(s * b * per_token_16bit * bytes_per_element / 2)
     if kind == "head":
@@ -347,7 +350,7 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
                 fwd, bwd = fwd * derate, bwd * derate
                 extra = {k: v * derate for k, v in extra.items()}
                 out_elems = s * b * (shape.vocab if kind == "head" else shape.hidden)
-                saved = saved_activation_bytes(kind, shape, s, b, tp, elem, stk, vocab_tp=tp)
+                saved = saved_activation_bytes(kind, shape, s, b, tp, elem, stk, vocab_tp=tp, fp8=fp8 is not None)
                 timings.append(LayerTiming(mbs=b, tp=tp, forward_s=fwd, backward_s=bwd,
                                            saved_activation_bytes=saved, output_bytes=out_elems * elem, **extra))
         n = param_count(kind, shape)

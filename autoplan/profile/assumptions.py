@@ -238,10 +238,17 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "SHARD_GRAD_OP) with forward and backward prefetch, gradients reduce-scattered every "
                "micro-batch, flash attention, no dropout", fsdp_sync_every_microbatch=True),
     SoftwareStack(
-        "torchtitan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
+        "torchtitan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=True,
         pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
-        source="torchtitan (docs/performance.md, 2024): FSDP2, SDPA flash attention, no dropout, eager; context "
-               "parallel through torch's context_parallel with its default allgather rotation"),
+        source="torchtitan (docs/performance.md, 2024; models/llama/parallelize_llama.py): FSDP2, SDPA flash "
+               "attention, no dropout, eager; under TP the embedding is row-wise and the output column-wise "
+               "parallel with loss_parallel (vocabulary-parallel); context parallel through torch's "
+               "context_parallel with its default allgather rotation"),
+    SoftwareStack(
+        "torchtitan-async-tp", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=True,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=False,
+        source="torchtitan as above with --experimental.enable_async_tensor_parallel (torch async TP: the TP "
+               "collectives decomposed and overlapped with the GEMMs, needs torch.compile)"),
 ]}
 """Software stacks by name; ``STACKS["autoplan"]`` is what autoplan's executor does."""
 

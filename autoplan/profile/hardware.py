@@ -141,7 +141,14 @@ DGX_H100_80GB = SystemSpec("dgx-h100-80gb", H100_SXM5_80GB, 8, 8, 50e9, "NVIDIA 
 DGX_H200_141GB = SystemSpec("dgx-h200-141gb", H200_SXM_141GB, 8, 8, 50e9, "NVIDIA DGX BasePOD documentation",
                             482e9, "nccl-tests all-reduce, 8x H200 in one node, 16 GiB (HARDWARE.md)")
 
-SYSTEMS: dict[str, SystemSpec] = {s.name: s for s in (DGX_A100_80GB, DGX_H100_80GB, DGX_H200_141GB)}
+# Jean Zay gpu_p5 (IDRIS; BLOOM's machine): 8 A100 80GB per node with NVLink, 4 Omni-Path 100 Gb/s
+# links per node (bigscience train/tr11-176B-ml README, "Hardware"); NVLink all-reduce as DGX A100 (assumed).
+JEAN_ZAY_A100_80GB = SystemSpec("jean-zay-a100-80gb", A100_SXM4_80GB, 8, 4, 12.5e9,
+                                "bigscience tr11-176B-ml README: 4 OmniPath links per node (100 Gb/s each)",
+                                235e9, "as DGX A100 (assumed)")
+
+SYSTEMS: dict[str, SystemSpec] = {s.name: s for s in (DGX_A100_80GB, DGX_H100_80GB, DGX_H200_141GB,
+                                                      JEAN_ZAY_A100_80GB)}
 
 # nccl-tests all-reduce bus bandwidth on 8x H100 in one node (HARDWARE.md): (message bytes, busbw B/s).
 # The all-reduce latency of every catalogue system is fitted to this curve.
