@@ -80,16 +80,24 @@ class AllGatherKVAttention(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
                 ) -> torch.Tensor:
-        local = q.shape[2]
         kv = torch.stack([k, v]).permute(3, 0, 1, 2, 4)               # [L, 2, b, kv, hd]
         kv = AllGatherSequence.apply(kv, self.group)                  # [cp*L, 2, b, kv, hd]
         k_all, v_all = kv.permute(1, 2, 3, 0, 4).unbind(0)            # [b, kv, cp*L, hd] each
-        q_pos = self.shard.positions(local, q.device)                 # [L]
-        k_pos = self.shard.all_positions(local, q.device)             # [cp*L]
-        mask = q_pos[:, None] >= k_pos[None, :]                       # [L, cp*L], True: attend
-        n_rep = q.shape[1] // k.shape[1]
-        return F.scaled_dot_product_attention(q, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep),
-                                              attn_mask=mask, scale=scale)
+        return attend_gathered(q, k_all, v_all, self.shard, scale)
+
+
+def attend_gathered(q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor, shard: SequenceShard,
+                    scale: float | None) -> torch.Tensor:
+    """Causal attention of one rank's queries ``q [b, a, L, hd]`` (positions ``shard.positions(L)``)
+    against every rank's keys and values ``[b, kv, cp*L, hd]`` in rank order (positions
+    ``shard.all_positions(L)``): a query at global position ``p`` sees the keys at ``<= p``."""
+    local = q.shape[2]
+    q_pos = shard.positions(local, q.device)                          # [L]
+    k_pos = shard.all_positions(local, q.device)                      # [cp*L]
+    mask = q_pos[:, None] >= k_pos[None, :]                           # [L, cp*L], True: attend
+    n_rep = q.shape[1] // k_all.shape[1]
+    return F.scaled_dot_product_attention(q, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep), attn_mask=mask,
+                                          scale=scale)
 
 
 class _CausalSDPA(nn.Module):
