@@ -12,12 +12,16 @@ tests/test_equivalence.py). The exchange on CPU is the all-gather of K/V (autopl
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+from test_execute import TRAIN, run_script, write_plan
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.execute.cp import attend_gathered, check_context_parallel
@@ -41,7 +45,6 @@ CASES_4 = {
     "builtin-cp2xdp2-zero3": (BUILTIN, dict(cp=2, dp=2, mbs=1, num_microbatches=1, zero=3)),
     "gpt2-cp2xtp2-sp": (GPT2, dict(cp=2, tp=2, sp=1, mbs=2, num_microbatches=1)),
     "gpt2-cp2xpp2-1f1b": (GPT2, dict(cp=2, pp=2, mbs=1, num_microbatches=2, stages=PP2)),
-    "gpt2-cp2xdp2-zero3": (GPT2, dict(cp=2, dp=2, mbs=1, num_microbatches=1, zero=3)),
     "llama-cp2xtp2-sp": (LLAMA, dict(cp=2, tp=2, sp=1, mbs=1, num_microbatches=2, recompute="selective")),
     "llama-cp2xpp2-gpipe": (LLAMA, dict(cp=2, pp=2, mbs=1, num_microbatches=2, schedule="gpipe", stages=PP2)),
     "llama-cp2xdp2-zero3": (LLAMA, dict(cp=2, dp=2, mbs=1, num_microbatches=1, zero=3, recompute="full")),
@@ -110,6 +113,20 @@ def test_sequence_not_divisible_by_2cp_is_refused_on_every_rank(results_2):
 @pytest.mark.parametrize("name", list(CASES_4))
 def test_cp2_with_tp_pp_zero3_matches_single_process(results_4, name):
     check(results_4, *CASES_4[name])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_train_gpt_runs_a_cp_plan(tmp_path):
+    """examples/train_gpt.py under torchrun, cp=2 x 2 micro-batches: the printed losses are one
+    process's on the whole sequences."""
+    plan = write_plan(tmp_path / "plan.json", cp=2, mbs=2, num_microbatches=2)
+    r = run_script([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                    str(TRAIN), "--plan", str(plan), "--steps", "3", "--optimizer", "sgd", "--lr", str(LR)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)", r.stdout, re.M)]
+    ref, _ = reference_run(BUILTIN_SHAPES["gpt-tiny"].to_dict(), global_batch=4, steps=3, lr=LR, seed=0)
+    assert losses == pytest.approx(ref, rel=1e-5)
 
 
 # --- no processes ------------------------------------------------------------------------------
