@@ -3,9 +3,10 @@
 Models: the built-in transformer (no position encoding, GeLU), ``hf:gpt2-tiny`` (learned positions,
 GeLU) and ``hf:llama-tiny`` (rotary positions, SwiGLU, grouped-query attention: 4 heads, 2 KV heads),
 2 blocks each, sequence 32 (2*cp = 4 chunks of 8). cp=2 alone on 2 processes; cp=2 with tp=2 (+sp),
-pp=2 and dp=2 ZeRO-3 on 4 processes, one spawned job per process count. Losses of every step and
-the gradients of the first step match the single-process reference (tolerances of
-tests/test_equivalence.py). The exchange on CPU is the all-gather of K/V (autoplan.execute.cp).
+pp=2 (1F1B, GPipe, interleaved) and dp=2 ZeRO-3 on 4 processes, one spawned job per process count.
+Losses of every step and the gradients of the first step match the single-process reference
+(tolerances of tests/test_equivalence.py). The exchange on CPU is the all-gather of K/V
+(autoplan.execute.cp). Also: examples/train_gpt.py runs a cp plan under torchrun.
 
     python -m pytest tests/test_context_parallel.py -q
 """
@@ -43,6 +44,8 @@ CASES_2 = {   # name: (model, layout)
 }
 CASES_4 = {
     "builtin-cp2xdp2-zero3": (BUILTIN, dict(cp=2, dp=2, mbs=1, num_microbatches=1, zero=3)),
+    "builtin-cp2xpp2-interleaved": (BUILTIN, dict(cp=2, pp=2, vp=2, mbs=1, num_microbatches=2,
+                                                  schedule="interleaved", stages=even_stages(2, 4))),
     "gpt2-cp2xtp2-sp": (GPT2, dict(cp=2, tp=2, sp=1, mbs=2, num_microbatches=1)),
     "gpt2-cp2xpp2-1f1b": (GPT2, dict(cp=2, pp=2, mbs=1, num_microbatches=2, stages=PP2)),
     "llama-cp2xtp2-sp": (LLAMA, dict(cp=2, tp=2, sp=1, mbs=1, num_microbatches=2, recompute="selective")),
