@@ -60,6 +60,9 @@ class LayerCost:
     schedule starts and keeps them (``PipelineStage``: ``args_recv_info`` / ``grad_recv_info`` per
     micro-batch), so ``out_bytes * num_microbatches``; stacks that receive into one buffer at a
     time (Megatron's p2p): ``out_bytes``"""
+    fp8_workspace_bytes: int = 0
+    """fp8 training: the layer's weights cast to fp8 and transposed, made when the layer runs
+    (``TrainingConfig.fp8_weight_bytes_per_param`` per parameter; one layer's at a time)"""
     optimizer_phase_bytes: int = 0
     """what this layer holds on one device during the optimizer step, when activations and
     autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
@@ -211,6 +214,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
         buffer_bytes=int(math.ceil(out_b)) * (layout.num_microbatches if sh.executor else 1),
         full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
+        fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
         optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
     _check_range(cost, kind_name, layout)
     return cost
@@ -369,21 +373,21 @@ def _state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
     """(bytes held during the step, bytes held during the optimizer step) of one layer's
     parameters, gradients and optimizer state on one device (cost.py docstring, "Memory")."""
     w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
-    static, optimizer_phase = _weight_state_bytes(sh, params)
-    # fp8 training: each weight's fp8 copy and transpose (sharded with the weights under ZeRO-3)
-    f8 = params * sh.train.fp8_weight_bytes_per_param()
-    return static + (f8 / sh.layout.grad_group if sh.fsdp and sh.layout.zero == 3 else f8), optimizer_phase
-
-
-def _weight_state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
-    """:func:`_state_bytes` without fp8's weight copies."""
-    w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
     if sh.ddp:
         return params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b)
     if sh.fsdp:
-        dp, stack = sh.layout.grad_group, sh.stack
+        dp, stack, zero = sh.layout.grad_group, sh.stack, sh.layout.zero
         whole_grads = sh.accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
-        static = params * ((w_b + g_b + o_b) / dp + (c_b if sh.layout.zero < 3 else 0) + (g_b if whole_grads else 0))
+        if sh.executor or zero == 3:
+            # FSDP2 over fp32 shards (autoplan's executor at every level; any ZeRO-3): shards, plus the
+            # gathered 16-bit weights kept from forward to backward below ZeRO-3
+            static = params * ((w_b + g_b + o_b) / dp + (c_b if zero < 3 else 0) + (g_b if whole_grads else 0))
+        else:
+            # 16-bit weights whole on every rank (they are the weights computed with); ZeRO-1 (Megatron's
+            # distributed optimizer) keeps a whole gradient buffer and shards the fp32 state; ZeRO-2
+            # shards the gradients too, keeping them whole while accumulating
+            grads = g_b if zero == 1 else g_b / dp + (g_b if whole_grads else 0)
+            static = params * (w_b + grads + o_b / dp)
         return static, params * (w_b + g_b + o_b + sh.opt_temp_b) / dp
     return params * (w_b + g_b + o_b + sh.cast_b), params * (w_b + g_b + o_b + sh.opt_temp_b)
 

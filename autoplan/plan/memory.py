@@ -30,6 +30,7 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     # backward holds the gradient of a layer's output while it computes the layer's input
     # gradient: the largest output (the logits) bounds that
     extra += max(c.out_bytes for c in costs.values())
+    extra += max(c.fp8_workspace_bytes for c in costs.values())     # fp8: one layer's cast weights
     return extra
 
 

@@ -11,9 +11,10 @@ from autoplan.profile.assumptions import SoftwareStack
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 """bytes of an activation element: fp8 training keeps 16-bit activations (only GEMM operands are fp8)"""
 FP8_WEIGHT_COPY_BYTES = 2
-"""fp8 training's extra bytes per parameter: the fp8 copy of each weight and its transpose (Hopper's
-fp8 GEMMs take both operands K-major, so the weight gradient GEMM needs the transposed copy;
-Transformer Engine and torchao keep both for the step)"""
+"""fp8 training's extra bytes per parameter of a layer while it runs: the fp8 copy of its weights and
+the transpose (Hopper's fp8 GEMMs take both operands K-major, so the weight-gradient GEMM needs the
+transposed copy); made per layer (torchao casts in each forward; Transformer Engine's cache is
+counted the same way: only the layer at hand's)"""
 
 
 @dataclass(frozen=True)
