@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
 from autoplan.jsonio import write_text_atomic
+from autoplan.models.shapes import ModelShape
 from autoplan.plan.cost import data_parallel_wrapper
 from autoplan.plan.plan import Layout, Plan
 
 BLOCK = re.compile(r"^block\.(\d+)$")
+NORM_EPS = 1e-5
+"""autoplan's reference transformer: RMSNorm with this epsilon (:mod:`autoplan.models.transformer`)"""
 
 
 class ExportRefused(InputError):
@@ -36,10 +39,12 @@ class Export:
     """what ``text`` encodes, as data"""
     warnings: list[str] = field(default_factory=list)
     """what the framework cannot express exactly, and what changes because of it"""
+    launch: str = ""
+    """the command that starts the framework on the plan's nodes and devices (also in ``text``)"""
 
     def to_dict(self) -> dict:
         return {"framework": self.framework, "format": self.format, "config": self.config,
-                "warnings": self.warnings, "text": self.text}
+                "warnings": self.warnings, "launch": self.launch, "text": self.text}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``text`` to ``path`` via a temporary file and a rename (never half-written)."""
@@ -144,3 +149,40 @@ def lossy_warning(layout: Layout, framework: str, warnings: list[str], *, fp16_a
 
 def precision_of(plan: Plan) -> str:
     return plan.training.precision
+
+
+def model_shape(plan: Plan) -> ModelShape | None:
+    """The plan's transformer shape (None for a model given as a factory or a measured profile)."""
+    return ModelShape.from_dict(plan.training.shape, "training.shape") if plan.training.shape else None
+
+
+def nodes_and_devices(plan: Plan) -> tuple[int, int]:
+    """(nodes, devices per node) of the plan: a catalogue cluster ``NAME:NODES`` gives its node count;
+    any other cluster is taken as one node holding the whole world."""
+    world = plan.layout.world_size
+    spec = plan.training.cluster_spec
+    tail = spec.rsplit(":", 1)[1] if ":" in spec else ""
+    nodes = int(tail) if tail.isdigit() and int(tail) > 0 and world % int(tail) == 0 else 1
+    return nodes, world // nodes
+
+
+def torchrun_prefix(plan: Plan) -> str:
+    """``torchrun`` with the plan's nodes and devices per node (run the same line on every node)."""
+    nodes, per_node = nodes_and_devices(plan)
+    rdzv = " --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500" if nodes > 1 else ""
+    return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}{rdzv}"
+
+
+# what each ``--to`` target runs as, in the names of solve's ``--framework`` (the cost model a plan was made for)
+COST_MODEL_OF_TARGET = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+
+
+def framework_warning(plan: Plan, target: str, framework: str, warnings: list[str]) -> None:
+    """A plan costed for another framework than the export target: say so (its step time and memory
+    are the other framework's)."""
+    costed_for = getattr(plan.training, "framework", "autoplan") or "autoplan"
+    runs_as = COST_MODEL_OF_TARGET.get(target)
+    if runs_as is not None and costed_for != runs_as:
+        warnings.append(f"the plan was costed for --framework {costed_for}, not {runs_as}: its predicted step time "
+                        f"and memory are {costed_for}'s, not {framework}'s (solve with --framework {runs_as} "
+                        f"for {framework}'s costs)")
