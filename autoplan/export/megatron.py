@@ -1,13 +1,23 @@
-"""Megatron-LM command-line arguments (``pretrain_gpt.py``) for a plan.
+"""The Megatron-LM command (``torchrun ... pretrain_gpt.py`` and its arguments) for a plan.
 
-Argument names are Megatron-LM's (``megatron/training/arguments.py``); most are generated from
-megatron-core's ``TransformerConfig`` / ``DistributedDataParallelConfig`` fields (``--field-name``
-for ``field_name``), which is what the tests load them into:
+Argument names are Megatron-LM's (``megatron/training/arguments.py``, not packaged on PyPI); most are
+generated from megatron-core's ``TransformerConfig`` / ``DistributedDataParallelConfig`` /
+``OptimizerConfig`` fields (``--field-name`` for ``field_name``), which is what the tests load them into:
 
 ==========================  ===================================================================
 plan                        arguments
 ==========================  ===================================================================
-tp, sp                      ``--tensor-model-parallel-size``, ``--sequence-parallel``
+model shape                 ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
+                            ``--group-query-attention --num-query-groups`` (kv_heads < heads),
+                            ``--swiglu`` (SwiGLU MLP; GeLU is Megatron's default), and autoplan's
+                            reference model: ``--normalization RMSNorm --norm-epsilon 1e-5
+                            --disable-bias-linear --untie-embeddings-and-output-weights``, no dropout,
+                            ``--position-embedding-type rope`` (autoplan's model has no position
+                            encoding; rope adds no parameters)
+vocabulary                  ``--tokenizer-type NullTokenizer --vocab-size V-1`` (it adds one id) and a
+                            ``--make-vocab-size-divisible-by`` that leaves V unpadded
+tp, sp, cp                  ``--tensor-model-parallel-size``, ``--sequence-parallel``,
+                            ``--context-parallel-size``
 pp, vp, stages              ``--pipeline-model-parallel-size``; even chunks: nothing, or
                             ``--num-layers-per-virtual-pipeline-stage``; uneven first/last stage
                             only: ``--decoder-first-pipeline-num-layers`` /
@@ -22,7 +32,9 @@ recompute                   ``--recompute-granularity selective`` (attention cor
 data parallel sharded       ``--use-distributed-optimizer`` (ZeRO 1/2, and ZeRO-0 with TP/PP, which
                             autoplan runs sharded); ZeRO-3: ``--use-megatron-fsdp
                             --data-parallel-sharding-strategy optim_grads_params``
-precision                   ``--bf16`` / ``--fp16``
+precision, optimizer        ``--bf16`` / ``--fp16``; ``--optimizer adam`` (AdamW) or ``sgd``,
+                            ``--clip-grad 1.0``
+launch                      ``torchrun --nnodes N --nproc-per-node G`` with the plan's nodes
 ==========================  ===================================================================
 """
 

@@ -171,8 +171,8 @@ def launch_parts(plan: Plan, sections: dict) -> list[str]:
 
 def export_torchtitan(plan: Plan, source: str = "") -> Export:
     """torchtitan 0.3: the command line (a shell script)."""
-    module, config = registered_model(plan)
     sections, warnings = torchtitan_config(plan)
+    module, config = registered_model(plan)
     lay = plan.layout
     if config == "llama3_405b" and plan.training.precision != "fp8":
         warnings.append(f"{FRAMEWORK}'s llama3_405b config trains the linear layers in float8 (and compiles), where "
