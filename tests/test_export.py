@@ -74,10 +74,28 @@ def _nodes(plan: Plan) -> int:
     return int(plan.training.cluster_spec.rsplit(":", 1)[1])
 
 
+def _launch_env(launch: str) -> tuple[dict, list[str]]:
+    """A launch line's leading ``NAME=value`` settings, and the command's words."""
+    toks = shlex.split(launch.replace("$MASTER_ADDR", "127.0.0.1").replace("$NODE_RANK", "0"))
+    env = {}
+    while "=" in toks[0]:
+        k, v = toks.pop(0).split("=", 1)
+        env[k] = v
+    return env, toks
+
+
+def _assert_megatron_env(plan: Plan, launch: str, megatron_fsdp: bool) -> None:
+    """Megatron-LM's start-up check (validate_args): TP or CP without Megatron-FSDP needs
+    CUDA_DEVICE_MAX_CONNECTIONS=1 (before Blackwell); Megatron-FSDP needs it not to be 1."""
+    env = _launch_env(launch)[0]
+    tp_or_cp = plan.layout.tp > 1 or getattr(plan.layout, "cp", 1) > 1
+    assert (env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1") == (tp_or_cp and not megatron_fsdp)
+
+
 def _torchrun(launch: str) -> tuple[types.SimpleNamespace, list[str]]:
     """torchrun's own parser on an export's launch line: (its arguments, the script's arguments)."""
     from torch.distributed.run import get_args_parser
-    toks = shlex.split(launch.replace("$MASTER_ADDR", "127.0.0.1"))
+    toks = _launch_env(launch)[1]
     assert toks[0] == "torchrun"
     args = get_args_parser().parse_args(toks[1:])
     return args, args.training_script_args
@@ -199,7 +217,8 @@ def _assert_megatron_runs_plan(plan: Plan, args: dict, eff: types.SimpleNamespac
         got = [sum(t.name == "decoder" for t in layout.layout[j % lay.pp][j // lay.pp]) for j in range(lay.pp * lay.vp)]
         assert got == blocks
     elif cfg.num_layers_in_first_pipeline_stage is not None:
-        assert [cfg.num_layers_in_first_pipeline_stage, cfg.num_layers_in_last_pipeline_stage] == [blocks[0], blocks[-1]]
+        assert [cfg.num_layers_in_first_pipeline_stage, cfg.num_layers_in_last_pipeline_stage] == \
+            [blocks[0], blocks[-1]]
     else:
         assert len(set(blocks)) == 1
     # Megatron's own micro-batch count from global batch, micro batch and data-parallel size (world / (tp*pp))
@@ -246,7 +265,9 @@ def test_megatron_command_runs_as_planned(name, tmp_path):
              _fields(m.opt.OptimizerConfig) | set(inspect.signature(m.gpt.GPTModel.__init__).parameters))
     unknown = set(args) - known - MEGATRON_LM_ONLY
     assert not unknown, f"arguments neither megatron-core fields nor Megatron-LM training arguments: {unknown}"
-    _assert_megatron_runs_plan(plan, args, _megatron_effective(args))
+    eff = _megatron_effective(args)
+    _assert_megatron_runs_plan(plan, args, eff)
+    _assert_megatron_env(plan, launch, eff.ddp.use_megatron_fsdp)
     assert _warned(exp, "costed for --framework autoplan")
 
 
@@ -300,8 +321,7 @@ def test_accelerate_runs_as_planned(name, tmp_path):
     plan = done_when_plans()[name] if name in done_when_plans() else llama_layout_plans()["tp_sp_pp_interleaved"]
     lay = plan.layout
     exp, path = _write(tmp_path, plan, "accelerate")
-    toks = shlex.split(exp.launch.replace("THIS_FILE", str(path)).replace("$NODE_RANK", "0")
-                       .replace("$MASTER_ADDR", "127.0.0.1"))
+    toks = _launch_env(exp.launch.replace("THIS_FILE", str(path)))[1]
     assert toks[:2] == ["accelerate", "launch"]
     args = launch._validate_launch_command(launch.launch_command_parser().parse_args(toks[2:]))[0]
     env = prepare_multi_gpu_env(args)
@@ -322,6 +342,7 @@ def test_accelerate_runs_as_planned(name, tmp_path):
             assert margs["global_batch_size"] == lay.global_batch
             margs.setdefault("optimizer", "adam")           # set from the script's torch optimizer (AdamW)
             _assert_megatron_runs_plan(plan, margs, _megatron_effective(margs), model_vocab=False)
+            _assert_megatron_env(plan, exp.launch, False)
         elif not _sharded(plan) and lay.tp == 1:
             assert not args.use_fsdp and not args.use_megatron_lm    # plain DDP
         else:

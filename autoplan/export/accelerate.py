@@ -23,9 +23,9 @@ Accelerate's file has no batch sizes (the script's DataLoader and, for FSDP,
 from __future__ import annotations
 
 from autoplan.export.common import (Export, ExportRefused, chain_stages, framework_warning, lossy_warning,
-                                    model_shape, nodes_and_devices, sharded_data_parallel, sharded_zero0_note,
-                                    uniform_recompute)
-from autoplan.export.megatron import pipeline_args, recompute_args, model_args
+                                    megatron_launch_env, model_shape, nodes_and_devices, sharded_data_parallel,
+                                    sharded_zero0_note, uniform_recompute)
+from autoplan.export.megatron import model_args, pipeline_args, recompute_args
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Accelerate"
@@ -156,10 +156,12 @@ def to_yaml(cfg: dict, header: list[str]) -> str:
 
 
 def launch_line(plan: Plan) -> str:
-    """``accelerate launch`` on every node with the plan's machines and processes."""
+    """``accelerate launch`` on every node with the plan's machines and processes (and, for the
+    Megatron-LM plugin, the environment Megatron-LM's start-up check asks for)."""
     nodes, _ = nodes_and_devices(plan)
     multi = " --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR --main_process_port 29500" if nodes > 1 else ""
-    return (f"accelerate launch --config_file THIS_FILE --num_machines {nodes} "
+    env = megatron_launch_env(plan.layout) if plan.layout.pp > 1 else ""
+    return (f"{env}accelerate launch --config_file THIS_FILE --num_machines {nodes} "
             f"--num_processes {plan.layout.world_size}{multi} train.py")
 
 

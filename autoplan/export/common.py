@@ -173,6 +173,16 @@ def torchrun_prefix(plan: Plan) -> str:
     return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}{rdzv}"
 
 
+def megatron_launch_env(layout: Layout, megatron_fsdp: bool = False) -> str:
+    """The environment Megatron-LM's start-up check asks for (``validate_args`` in
+    ``megatron/training/arguments.py``): with tensor or context parallel on GPUs before Blackwell,
+    ``CUDA_DEVICE_MAX_CONNECTIONS=1`` (kernels queue in launch order, so TP communication overlaps
+    compute); Megatron-FSDP asks for the opposite, so it gets none."""
+    if (layout.tp > 1 or getattr(layout, "cp", 1) > 1) and not megatron_fsdp:
+        return "CUDA_DEVICE_MAX_CONNECTIONS=1 "
+    return ""
+
+
 # what each ``--to`` target runs as, in the names of solve's ``--framework`` (the cost model a plan was made for)
 COST_MODEL_OF_TARGET = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
 

@@ -34,7 +34,8 @@ data parallel sharded       ``--use-distributed-optimizer`` (ZeRO 1/2, and ZeRO-
                             --data-parallel-sharding-strategy optim_grads_params``
 precision, optimizer        ``--bf16`` / ``--fp16``; ``--optimizer adam`` (AdamW) or ``sgd``,
                             ``--clip-grad 1.0``
-launch                      ``torchrun --nnodes N --nproc-per-node G`` with the plan's nodes
+launch                      ``torchrun --nnodes N --nproc-per-node G`` with the plan's nodes, after
+                            ``CUDA_DEVICE_MAX_CONNECTIONS=1`` where Megatron-LM asks for it (TP or CP)
 ==========================  ===================================================================
 """
 
@@ -44,8 +45,8 @@ import math
 import shlex
 
 from autoplan.export.common import (NORM_EPS, Export, ExportRefused, StageUnits, chain_stages, framework_warning,
-                                    lossy_warning, model_shape, nodes_and_devices, num_blocks, recompute_counts,
-                                    sharded_data_parallel, sharded_zero0_note, torchrun_prefix)
+                                    lossy_warning, megatron_launch_env, model_shape, nodes_and_devices, num_blocks,
+                                    recompute_counts, sharded_data_parallel, sharded_zero0_note, torchrun_prefix)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Megatron-LM"
@@ -227,8 +228,9 @@ def export_megatron(plan: Plan, source: str = "") -> Export:
     args, warnings = megatron_args(plan)
     lay = plan.layout
     nodes, per_node = nodes_and_devices(plan)
-    launch = f"{torchrun_prefix(plan)} {SCRIPT}"
-    header = [f"Megatron-LM (checked against megatron-core {MEGATRON_CORE_CHECKED}) from autoplan plan {source}".rstrip(),
+    launch = f"{megatron_launch_env(lay, bool(args.get('use_megatron_fsdp')))}{torchrun_prefix(plan)} {SCRIPT}"
+    header = [f"Megatron-LM (checked against megatron-core {MEGATRON_CORE_CHECKED}) from autoplan plan "
+              f"{source}".rstrip(),
               f"layout {lay.short()}; {nodes} node(s) x {per_node} GPUs = dp*tp*pp = {lay.dp}*{lay.tp}*{lay.pp} "
               f"(Megatron derives dp = world size / (tp * pp))",
               f"run from a Megatron-LM checkout on every node (NODE_RANK, MASTER_ADDR set); add the data "
