@@ -528,6 +528,8 @@ def test_export_warns_when_costed_for_another_framework():
     plan.training.framework = "megatron"      # what solve --framework megatron records
     assert not _warned(export_plan(plan, "megatron"), "costed for")
     assert _warned(export_plan(plan, "deepspeed"), "costed for --framework megatron", "DeepSpeed")
+    # Accelerate without PP runs torch's FSDP2, as autoplan's executor
+    assert _warned(export_plan(plan, "accelerate"), "costed for --framework megatron, not autoplan")
 
 
 # --------------------------------------------------------------------------------------------

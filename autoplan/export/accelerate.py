@@ -72,7 +72,8 @@ def accelerate_config(plan: Plan) -> tuple[dict, dict | None, list[str]]:
     lay, tr = plan.layout, plan.training
     warnings: list[str] = []
     stages = chain_stages(plan, FRAMEWORK)
-    framework_warning(plan, "accelerate", FRAMEWORK, warnings)
+    # with PP it runs Megatron-LM; without, torch's FSDP2 / DDP as autoplan's own executor does
+    framework_warning(plan, "megatron" if lay.pp > 1 else "autoplan", FRAMEWORK, warnings)
     lossy_warning(lay, FRAMEWORK, warnings)
     nodes, _ = nodes_and_devices(plan)
     cp = getattr(lay, "cp", 1)

@@ -32,7 +32,7 @@ class ExportRefused(InputError):
 class Export:
     framework: str
     format: str
-    """``args`` (command-line arguments), ``toml``, ``json`` or ``yaml``"""
+    """``sh`` (a command line: Megatron-LM, torchtitan 0.3), ``toml``, ``json`` or ``yaml``"""
     text: str
     """the file's content"""
     config: dict
@@ -183,16 +183,11 @@ def megatron_launch_env(layout: Layout, megatron_fsdp: bool = False) -> str:
     return ""
 
 
-# what each ``--to`` target runs as, in the names of solve's ``--framework`` (the cost model a plan was made for)
-COST_MODEL_OF_TARGET = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
-
-
-def framework_warning(plan: Plan, target: str, framework: str, warnings: list[str]) -> None:
-    """A plan costed for another framework than the export target: say so (its step time and memory
-    are the other framework's)."""
+def framework_warning(plan: Plan, runs_as: str, framework: str, warnings: list[str]) -> None:
+    """A plan costed for another stack than the one the export runs on (``runs_as``, in the names of
+    solve's ``--framework``): say so, since its step time and memory are the other stack's."""
     costed_for = getattr(plan.training, "framework", "autoplan") or "autoplan"
-    runs_as = COST_MODEL_OF_TARGET.get(target)
-    if runs_as is not None and costed_for != runs_as:
+    if costed_for != runs_as:
         warnings.append(f"the plan was costed for --framework {costed_for}, not {runs_as}: its predicted step time "
                         f"and memory are {costed_for}'s, not {framework}'s (solve with --framework {runs_as} "
                         f"for {framework}'s costs)")
