@@ -452,15 +452,17 @@ TORCHTITAN_PLANS = PLAN_NAMES + [f"llama_{n}" for n in ("ddp", "zero3", "tp_sp_p
 
 @lru_cache(maxsize=None)
 def _torchtitan() -> types.SimpleNamespace:
-    with warnings.catch_warnings():
+    # importing torchtitan's registry sets PYTORCH_CUDA_ALLOC_CONF; keep the other tests' environment
+    with warnings.catch_warnings(), mock.patch.dict(os.environ):
         warnings.simplefilter("ignore")
+        importlib.import_module("torchtitan.models.llama3.config_registry")
         return types.SimpleNamespace(config=importlib.import_module("torchtitan.config"),
                                      ac=importlib.import_module("torchtitan.distributed.activation_checkpoint"),
                                      dims=importlib.import_module("torchtitan.distributed.parallel_dims"))
 
 
 def _torchtitan_parse(args: list[str]):
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), mock.patch.dict(os.environ):
         warnings.simplefilter("ignore")
         return _torchtitan().config.ConfigManager().parse_args(args)
 
