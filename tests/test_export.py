@@ -136,7 +136,7 @@ MEGATRON_LM_ONLY = {"micro_batch_size", "global_batch_size", "seq_length", "max_
                     "group_query_attention", "ckpt_format", "decoder_first_pipeline_num_layers",
                     "decoder_last_pipeline_num_layers", "num_layers_per_virtual_pipeline_stage", "swiglu",
                     "disable_bias_linear", "norm_epsilon", "untie_embeddings_and_output_weights", "tokenizer_type",
-                    "vocab_size", "make_vocab_size_divisible_by"}
+                    "vocab_size", "make_vocab_size_divisible_by", "no_gradient_accumulation_fusion"}
 
 
 def _lm_to_core(args: dict) -> dict:
@@ -149,6 +149,8 @@ def _lm_to_core(args: dict) -> dict:
         kw["add_bias_linear"] = False
     if "norm_epsilon" in args:
         kw["layernorm_epsilon"] = args["norm_epsilon"]
+    if args.get("no_gradient_accumulation_fusion"):
+        kw["gradient_accumulation_fusion"] = False
     for lm, core in (("decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage"),
                      ("decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage")):
         if args.get(lm) is not None:
@@ -227,6 +229,7 @@ def _assert_megatron_runs_plan(plan: Plan, args: dict, eff: types.SimpleNamespac
     assert args["micro_batch_size"] == lay.mbs and calc.get() == lay.num_microbatches
     if lay.zero == 3 and lay.dp > 1:
         assert eff.ddp.use_megatron_fsdp and eff.ddp.data_parallel_sharding_strategy == "optim_grads_params"
+        assert eff.ddp.use_distributed_optimizer and args.get("ckpt_format") == "fsdp_dtensor"   # validate_args
     else:
         assert eff.ddp.use_distributed_optimizer == _sharded(plan) and not eff.ddp.use_megatron_fsdp
     assert cfg.bf16 == (plan.training.precision == "bf16")

@@ -31,7 +31,9 @@ recompute                   ``--recompute-granularity selective`` (attention cor
                             full recompute with the same count per chunk: ``--recompute-method block``
 data parallel sharded       ``--use-distributed-optimizer`` (ZeRO 1/2, and ZeRO-0 with TP/PP, which
                             autoplan runs sharded); ZeRO-3: ``--use-megatron-fsdp
-                            --data-parallel-sharding-strategy optim_grads_params``
+                            --data-parallel-sharding-strategy optim_grads_params
+                            --use-distributed-optimizer --no-gradient-accumulation-fusion
+                            --ckpt-format fsdp_dtensor``
 precision, optimizer        ``--bf16`` / ``--fp16``; ``--optimizer adam`` (AdamW) or ``sgd``,
                             ``--clip-grad 1.0``
 launch                      ``torchrun --nnodes N --nproc-per-node G`` with the plan's nodes, after
@@ -188,7 +190,10 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
     args.update(recompute_args(plan, stages, warnings))
     if lay.dp > 1 and sharded_data_parallel(lay):
         if lay.zero == 3:
+            # as Megatron-LM's own Megatron-FSDP examples: it shards through the distributed optimizer,
+            # saves only fsdp_dtensor checkpoints (validate_args), and fuses no gradient accumulation
             args.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+                        use_distributed_optimizer=True, no_gradient_accumulation_fusion=True,
                         ckpt_format="fsdp_dtensor")
         else:
             args["use_distributed_optimizer"] = True
