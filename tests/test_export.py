@@ -139,17 +139,19 @@ MEGATRON_LM_ONLY = {"micro_batch_size", "global_batch_size", "seq_length", "max_
                     "vocab_size", "make_vocab_size_divisible_by", "no_gradient_accumulation_fusion"}
 
 
-def _lm_to_core(args: dict) -> dict:
-    """What Megatron-LM's core_transformer_config_from_args makes of the model switches."""
+def _lm_to_core(args: dict, flags: bool) -> dict:
+    """What Megatron-LM's core_transformer_config_from_args makes of the model switches; ``flags``:
+    ``args`` are command-line flags (``--disable-bias-linear`` sets ``add_bias_linear`` False), else
+    the attributes Megatron's parser sets (what Accelerate's plugin sets directly)."""
     import torch.nn.functional as F
     kw: dict = {}
     if args.get("swiglu"):
         kw.update(gated_linear_unit=True, activation_func=F.silu)
-    if args.get("disable_bias_linear"):
+    if flags and args.get("disable_bias_linear"):
         kw["add_bias_linear"] = False
     if "norm_epsilon" in args:
         kw["layernorm_epsilon"] = args["norm_epsilon"]
-    if args.get("no_gradient_accumulation_fusion"):
+    if flags and args.get("no_gradient_accumulation_fusion"):
         kw["gradient_accumulation_fusion"] = False
     for lm, core in (("decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage"),
                      ("decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage")):
@@ -168,13 +170,13 @@ def _padded_vocab(args: dict) -> int:
     return -(-size // multiple) * multiple
 
 
-def _megatron_effective(args: dict) -> types.SimpleNamespace:
-    """megatron-core's config objects for Megatron-LM arguments ``{dest: value}``."""
+def _megatron_effective(args: dict, flags: bool = True) -> types.SimpleNamespace:
+    """megatron-core's config objects for Megatron-LM arguments ``{name: value}`` (see :func:`_lm_to_core`)."""
     import torch
     m = _mcore()
     tf = _fields(m.tc.TransformerConfig)
     kw = {d: v for d, v in args.items() if d in tf and d != "attention_backend"}
-    kw.update(_lm_to_core(args))
+    kw.update(_lm_to_core(args, flags))
     if kw.get("pipeline_model_parallel_size", 1) > 1:
         kw["pipeline_dtype"] = torch.bfloat16
     with warnings.catch_warnings():
@@ -344,7 +346,7 @@ def test_accelerate_runs_as_planned(name, tmp_path):
             margs = dict(mlm.megatron_lm_default_args)
             assert margs["global_batch_size"] == lay.global_batch
             margs.setdefault("optimizer", "adam")           # set from the script's torch optimizer (AdamW)
-            _assert_megatron_runs_plan(plan, margs, _megatron_effective(margs), model_vocab=False)
+            _assert_megatron_runs_plan(plan, margs, _megatron_effective(margs, flags=False), model_vocab=False)
             _assert_megatron_env(plan, exp.launch, False)
         elif not _sharded(plan) and lay.tp == 1:
             assert not args.use_fsdp and not args.use_megatron_lm    # plain DDP

@@ -25,7 +25,7 @@ from __future__ import annotations
 from autoplan.export.common import (Export, ExportRefused, chain_stages, framework_warning, lossy_warning,
                                     megatron_launch_env, model_shape, nodes_and_devices, sharded_data_parallel,
                                     sharded_zero0_note, uniform_recompute)
-from autoplan.export.megatron import model_args, pipeline_args, recompute_args
+from autoplan.export.megatron import as_destinations, model_args, pipeline_args, recompute_args
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Accelerate"
@@ -58,7 +58,8 @@ def other_megatron_args(plan: Plan, stages, warnings: list[str]) -> dict:
     takes none; and the model beyond the size the plugin reads from the Hugging Face config (MLP kind
     and width, grouped-query attention, RMSNorm, bias-free linears, untied head); and virtual stages or
     an uneven placement."""
-    extra = {k: v for k, v in model_args(plan, warnings, FRAMEWORK).items() if k not in SET_FROM_HF_MODEL}
+    model = as_destinations(model_args(plan, warnings, FRAMEWORK))    # the plugin sets attributes, not flags
+    extra = {k: v for k, v in model.items() if k not in SET_FROM_HF_MODEL}
     rec = recompute_args(plan, stages, warnings)
     extra.update({k: rec.get(k) for k in RECOMPUTE_KEYS})
     pipe = pipeline_args(plan, stages, warnings)

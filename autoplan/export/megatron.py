@@ -213,6 +213,15 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
 
 
 SCRIPT = "pretrain_gpt.py"
+NEGATED_FLAGS = {"disable_bias_linear": "add_bias_linear",
+                 "no_gradient_accumulation_fusion": "gradient_accumulation_fusion"}
+"""Megatron-LM switches whose argparse destination is another name, set to False"""
+
+
+def as_destinations(args: dict) -> dict:
+    """``args`` (flag names, ``-`` as ``_``) as the attributes Megatron-LM's parser sets: what code that
+    sets Megatron's arguments directly (Accelerate's Megatron-LM plugin) must use."""
+    return {NEGATED_FLAGS.get(k, k): (False if k in NEGATED_FLAGS else v) for k, v in args.items()}
 
 
 def args_to_text(args: dict, header: list[str], launch: str) -> str:
