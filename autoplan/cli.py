@@ -411,8 +411,9 @@ def validate(
 @app.command("export")
 def export_cmd(
     plan: Path = typer.Argument(..., help="plan JSON written by solve"),
-    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM arguments), torchtitan (TOML job config), "
-                                             "deepspeed (JSON config) or accelerate (YAML config)"),
+    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM command), torchtitan (torchtitan 0.3 command), "
+                                             "torchtitan-toml (job file of torchtitan <= 0.2), deepspeed (JSON "
+                                             "config) or accelerate (YAML config)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the file here (default: print it)"),
     as_json: bool = typer.Option(False, "--json", help="print {framework, format, config, warnings, text} as JSON"),
 ) -> None:
@@ -430,7 +431,7 @@ def export_cmd(
     if as_json:
         typer.echo(json.dumps(exp.to_dict(), indent=2))
     elif out:
-        typer.echo(f"wrote {out} ({exp.framework} {exp.format})", err=True)
+        typer.echo(f"wrote {out} ({exp.framework} {exp.format}); launch: {exp.launch}", err=True)
     else:
         typer.echo(exp.text, nl=False)
 
