@@ -83,6 +83,10 @@ def accelerate_config(plan: Plan) -> tuple[dict, dict | None, list[str]]:
                  "mixed_precision": MIXED_PRECISION[tr.precision], "use_cpu": False, "rdzv_backend": "static",
                  "same_network": True, "main_training_function": "main"}
     if lay.pp > 1:
+        if cp > 1:
+            raise ExportRefused(f"cannot export to {FRAMEWORK}: its Megatron-LM plugin computes the data-parallel "
+                                f"size as world / (tp * pp) and would not match cp={cp}'s; solve with --layout cp=1 "
+                                f"or export --to megatron")
         cfg["distributed_type"] = "MEGATRON_LM"
         mlm: dict = {"megatron_lm_tp_degree": lay.tp, "megatron_lm_pp_degree": lay.pp,
                      "megatron_lm_context_parallel_size": cp,     # the plugin's default is 2
