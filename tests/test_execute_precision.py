@@ -81,4 +81,15 @@ def test_bf16_plan_trains(results, index, name):
 def test_unknown_precision_is_refused():
     units = unit_names(BUILTIN_SHAPES["gpt-tiny"])
     with pytest.raises(LayoutError, match="fp32|bf16|fp16"):
-        check_launch(Layout(dp=2, stages=[units]), world_size=2, unit_names=units, precision="fp8")
+        check_launch(Layout(dp=2, stages=[units]), world_size=2, unit_names=units, precision="int4")
+
+
+def test_fp8_is_refused_where_it_cannot_run():
+    """fp8 trains through torchao on GPUs with fp8 tensor cores; on CPU the refusal names why, in one line."""
+    import torch
+
+    from autoplan.execute.fp8 import check_fp8, fp8_refusal
+    why = fp8_refusal(torch.device("cpu"), tp=1)
+    assert "CUDA GPU with fp8 tensor cores" in why and "\n" not in why
+    with pytest.raises(LayoutError, match="fp8"):
+        check_fp8(torch.device("cpu"), tp=1)

@@ -52,9 +52,10 @@ def test_fp8_is_faster_and_holds_weight_copies():
     _, bf16 = estimate(**kw, precision="bf16", framework="torchtitan")
     _, fp8 = estimate(**kw, precision="fp8", framework="torchtitan")
     assert 1.15 < bf16.breakdown_s["compute"] / fp8.breakdown_s["compute"] < 2.0   # only the block GEMMs are fp8
-    # 2 bytes per parameter (fp8 copy and transpose), sharded over the 8 ZeRO-3 ranks
-    extra = fp8.memory_breakdown_bytes["params_grads_optimizer"] - bf16.memory_breakdown_bytes["params_grads_optimizer"]
-    assert 0.9 < extra / (2 * 8.03e9 / 8) < 1.1
+    # one layer's fp8 weights and their transpose (2 bytes per parameter) while it runs; fp8 inputs saved
+    assert fp8.memory_breakdown_bytes["workspace"] > bf16.memory_breakdown_bytes["workspace"]
+    assert fp8.memory_breakdown_bytes["activations"] < bf16.memory_breakdown_bytes["activations"]
+    assert fp8.memory_breakdown_bytes["params_grads_optimizer"] == bf16.memory_breakdown_bytes["params_grads_optimizer"]
 
 
 def test_context_parallel_costs():
@@ -62,8 +63,9 @@ def test_context_parallel_costs():
     _, no_cp = estimate(**kw, layout="tp=2,cp=1,zero=1", framework="megatron")
     _, ring = estimate(**kw, layout="tp=2,cp=2,zero=1", framework="megatron")
     _, gather = estimate(**kw, layout="tp=2,cp=2,zero=1", framework="autoplan")
-    # each cp rank computes 1/cp of every sequence: the same compute per step with half the replicas
-    assert ring.breakdown_s["compute"] == pytest.approx(no_cp.breakdown_s["compute"], rel=0.02)
+    # each cp rank computes 1/cp of every sequence: about the same compute per step with half the replicas,
+    # a little more (the GEMMs of fewer tokens run less efficiently)
+    assert 1.0 <= ring.breakdown_s["compute"] / no_cp.breakdown_s["compute"] < 1.15
     assert ring.memory_breakdown_bytes["activations"] == pytest.approx(no_cp.memory_breakdown_bytes["activations"] / 2,
                                                                         rel=0.02)
     # Megatron's ring hides the exchange behind attention at 8K tokens; the all-gather does not

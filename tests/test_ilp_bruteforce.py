@@ -32,10 +32,10 @@ def brute_force(profile, cluster, train, max_vp: int):
     L, world = len(names), cluster.world_size
     heads = profile.shape["heads"]
     best = math.inf
-    for dp, tp in itertools.product(range(1, world + 1), repeat=2):
-        if world % (dp * tp):
+    for dp, tp, cp in itertools.product(range(1, world + 1), repeat=3):
+        if world % (dp * tp * cp) or profile.seq_len % (2 * cp):
             continue
-        pp = world // (dp * tp)
+        pp = world // (dp * tp * cp)
         if heads % tp or pp > L or train.global_batch % dp:
             continue
         per = train.global_batch // dp
@@ -45,11 +45,11 @@ def brute_force(profile, cluster, train, max_vp: int):
             if pp > 1 and m >= pp and m % max(1, m // pp) == 0:
                 scheds += [("interleaved", v) for v in range(2, max_vp + 1) if pp * v <= L]
             for (sched, vp), zero, rec, sp in itertools.product(
-                    scheds, range(4) if dp > 1 else [0], RECOMPUTE, [0, 1] if tp > 1 else [0]):
+                    scheds, range(4) if dp * cp > 1 else [0], RECOMPUTE, [0, 1] if tp > 1 else [0]):
                 for sizes in compositions(L, pp * vp):
                     it = iter(names)
                     stages = [[next(it) for _ in range(s)] for s in sizes]
-                    lay = Layout(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
+                    lay = Layout(dp=dp, tp=tp, pp=pp, cp=cp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
                                  recompute=rec, schedule=sched, sp=sp, stages=stages)
                     pred = evaluate(profile, cluster, lay, train)
                     if pred.fits:

@@ -81,10 +81,10 @@ def test_solve_honours_a_fixed_vp_beyond_the_search_default():
 
 
 @pytest.mark.parametrize("layout, batch, rule", [
-    ("tp=4,pp=8,vp=6,mbs=1", 240, "multiple of max(1, num_microbatches // pp) = 7 (pp=8), got 60"),
+    ("tp=4,pp=8,cp=1,vp=6,mbs=1", 240, "multiple of max(1, num_microbatches // pp) = 7 (pp=8), got 60"),
     ("tp=8,pp=16,zero=1", 256, "zero=1 needs dp > 1"),
-    ("tp=4,pp=8,mbs=16,schedule=1f1b", 256, "schedule 1f1b needs num_microbatches >= pp=8, got 4"),
-    ("tp=4,pp=8,mbs=32,vp=2", 256, "interleaved 1F1B needs num_microbatches >= pp=8, got 2"),
+    ("tp=4,pp=8,cp=1,mbs=16,schedule=1f1b", 256, "schedule 1f1b needs num_microbatches >= pp=8, got 4"),
+    ("tp=4,pp=8,cp=1,mbs=32,vp=2", 256, "interleaved 1F1B needs num_microbatches >= pp=8, got 2"),
     ("tp=4,pp=8,mbs=3", 256, "does not divide the global batch 256"),
 ])
 def test_refusals_name_the_rule(layout, batch, rule, capsys):

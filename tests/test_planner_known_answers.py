@@ -58,14 +58,14 @@ def test_slow_link_between_nodes_keeps_tensor_parallel_inside_a_node():
 
 
 def test_fast_link_lets_tensor_parallel_span_nodes():
-    fast = solve(_two_nodes_of_four(inter_like_intra=True), "dp=1,pp=1", tp_within_node=False)
+    fast = solve(_two_nodes_of_four(inter_like_intra=True), "dp=1,pp=1,cp=1", tp_within_node=False)
     assert fast.layout.tp == 8          # one flat NVLink-like fabric: TP over all 8 is fine
 
 
 def test_small_batch_per_replica_makes_deep_pipelines_lose_to_their_bubble():
     pb_small = make_problem("gpt3-6.7b", "dgx-a100-80gb:1", 1)
     pb_large = make_problem("gpt3-6.7b", "dgx-a100-80gb:1", 512)
-    small, large = solve(pb_small, "dp=1"), solve(pb_large, "dp=1")
+    small, large = solve(pb_small, "dp=1,cp=1"), solve(pb_large, "dp=1,cp=1")
     assert small.layout.pp == 1 and large.layout.pp > 1
     # the deep pipeline at batch 1 is predicted slower, and the bubble is why
     _, deep = estimate_problem(pb_small, complete_layout({"dp": 1, "tp": 1, "pp": 8}, 8, 1))

@@ -117,11 +117,12 @@ def test_step_timeline_adds_up_to_the_predicted_step(name):
     assert tl.step_time_s == pytest.approx(plan.predicted.step_time_s + max(0.0, tl.schedule_difference_s), rel=1e-9)
     if plan.layout.schedule != "interleaved" or plan.layout.pp == 1:
         assert tl.step_time_s == pytest.approx(plan.predicted.step_time_s, rel=1e-9)
-    # the bottleneck rank's work is the cost model's compute + recompute + tp_comm + pp_p2p
+    # the bottleneck rank's work is the cost model's compute + recompute + tp_comm + cp_comm + pp_p2p
     bd = plan.predicted.breakdown_s
     work = max(sum(d for k, d in tl.total_by_kind(r).items() if k in ("forward", "recompute", "backward", "p2p"))
                for r in range(plan.layout.pp))
-    assert work == pytest.approx(bd["compute"] + bd["recompute"] + bd["tp_comm"] + bd["pp_p2p"], rel=1e-9)
+    assert work == pytest.approx(bd["compute"] + bd["recompute"] + bd["tp_comm"] + bd.get("cp_comm", 0.0)
+                                 + bd["pp_p2p"], rel=1e-9)
     for kind in ("dp_sync", "optimizer", "overhead"):
         assert max(tl.total_by_kind(r)[kind] for r in range(plan.layout.pp)) == pytest.approx(bd[kind], abs=1e-12)
     # memory bars: each rank's parts add up to the cost model's memory of that rank

@@ -29,8 +29,8 @@ def stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, 
                  t, out_b: float, shard: int, tp_x: bool, mode: str, is_block: bool,
                  prec_b: int) -> tuple[float, float, float]:
     """(compute, recompute, tp_comm) per micro-batch of an analytic profile's layer under its software
-    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree and the
-    full sequence; ``out_b`` the boundary tensor of one cp rank (1/cp of the sequence).
+    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree for one
+    cp rank's share of the micro-batch; ``out_b`` the boundary tensor of one cp rank (1/cp of the sequence).
 
     Blocks: Megatron TP's two all-reduces of the block output in forward and two in backward (SP:
     an all-gather and a reduce-scatter each; full recompute repeats the forward's two). A
@@ -41,7 +41,6 @@ def stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, 
     if layout.sp and shard > 1 and is_block:
         compute -= t.sequence_parallel_saving_s
     recompute = t.selective_recompute_s if mode == "selective" else (t.forward_s if mode == "full" else 0.0)
-    compute, recompute = compute / cp, recompute / cp       # each cp rank: 1/cp of the tokens and of attention
     tp_comm = 0.0
     if shard > 1 and is_block:
         tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode)

@@ -267,14 +267,16 @@ def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
             optimizer /= layout.grad_group   # unless measured under FSDP (_data_parallel_terms): this rank's shard
         # measured with every device working at once, at cp = 1: a cp rank does 1/cp of it
         return compute / cp, recompute / cp, tp_comm / cp, optimizer, 1.0
-    t = kind.timing(layout.mbs, shard)
+    # a cp rank's work: 1/cp of each sequence's tokens and (load-balanced) of its attention, i.e. the
+    # layer's time at a micro-batch of mbs/cp sequences (the profile's fit in mbs keeps its fixed costs)
+    t = kind.timing(layout.mbs / cp if cp > 1 else layout.mbs, shard)
     if stack is not None:
         compute, recompute, tp_comm = stack_terms(sh.profile, sh.cluster, layout, stack, kind_name, t, out_b,
                                                   shard, sh.tp_x, mode, is_block, sh.prec_b)
     else:
-        compute, recompute, tp_comm = sum_of_parts_terms(sh.cluster, layout, t.forward_s / cp, t.backward_s / cp, out_b,
+        compute, recompute, tp_comm = sum_of_parts_terms(sh.cluster, layout, t.forward_s, t.backward_s, out_b,
                                                          shard, sh.tp_x, mode, sh.attn_flop_frac,
-                                                         t.selective_recompute_s / cp)
+                                                         t.selective_recompute_s)
     opt_rate = sh.profile.optimizer_step_s_per_param
     if sh.train.optimizer == "sgd" and sh.profile.optimizer_step_s_per_param_sgd > 0:
         opt_rate = sh.profile.optimizer_step_s_per_param_sgd
