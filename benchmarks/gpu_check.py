@@ -68,6 +68,50 @@ def environment(device: str) -> dict:
 # validate, one layout at a time
 # --------------------------------------------------------------------------------------------
 
+def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5) -> dict:
+    """One transformer block of ``model`` (the built-in reference), forward + backward in bf16 and with
+    its linear layers in fp8 (:func:`autoplan.execute.fp8.convert_to_fp8`, torchao), measured beside the
+    analytic model's times for the catalogue GPU; where fp8 cannot run, the refusal it gives."""
+    import copy
+    import time
+
+    import torch
+
+    from autoplan.execute.fp8 import convert_to_fp8, fp8_refusal
+    from autoplan.models.shapes import BUILTIN_SHAPES
+    from autoplan.models.transformer import Block
+    dev = torch.device(device)
+    out: dict = {"model": model, "mbs": mbs}
+    why = fp8_refusal(dev, tp=1)
+    if why:
+        out["refused"] = why
+        return out
+    shape = BUILTIN_SHAPES[model]
+    block = Block(shape).to(dev, torch.bfloat16)
+    x = torch.randn(mbs, shape.seq_len, shape.hidden, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+    def timed(m) -> float:
+        for _ in range(2):
+            m(x).float().pow(2).mean().backward()
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            m(x).float().pow(2).mean().backward()
+        torch.cuda.synchronize(dev)
+        return (time.perf_counter() - t0) / repeats
+    out["bf16_s"] = timed(block)
+    out["fp8_s"] = timed(convert_to_fp8(copy.deepcopy(block)))
+    out["measured_speedup"] = out["bf16_s"] / out["fp8_s"]
+    from autoplan.profile.analytic import DeviceModel, block_time
+    from autoplan.profile.assumptions import STACKS
+    from autoplan.profile.hardware import catalogue_cluster
+    dm = DeviceModel.of(catalogue_cluster("dgx-h200-141gb:1"), "bf16")
+    bf = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2)
+    f8 = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2, fp8=dm.fp8())
+    out["analytic_speedup"] = (bf.forward_s + bf.backward_s) / (f8.forward_s + f8.backward_s)
+    return out
+
+
 def validate_incrementally(model: str, cluster: str, global_batch: int, *, top_k: int, steps: int, warmup: int,
                            out: Path, time_left_s: float) -> None:
     """``autoplan validate --json`` with the same library calls, but the JSON is rewritten after
@@ -252,6 +296,13 @@ def build_report(work: Path, catalogue: str) -> dict:
         return run_steps(f.read_text())
     _section(report, "run", run)
 
+    def fp8() -> dict:
+        d = _read_json(work / "fp8.json")
+        if d is None:
+            raise FileNotFoundError("the fp8 stage wrote no JSON (see its stage)")
+        return d
+    _section(report, "fp8", fp8)
+
     layer_list = report["layers"].get("rows", []) if isinstance(report["layers"], dict) else []
     run_list = report["validate"] if isinstance(report["validate"], list) else []
     report["checks"] = checks(layer_list, run_list)
@@ -316,6 +367,13 @@ def markdown(report: dict) -> str:
                      f"{_f(rn.get('peak_memory_bytes'), '.0f', 1 / MIB)} MiB")
     else:
         lines.append(f"not available: {rn.get('error')}")
+    f8 = report.get("fp8", {})
+    lines += ["", "## fp8 (one block, torchao float8 linears against bf16)", ""]
+    if "measured_speedup" in f8:
+        lines.append(f"bf16 {f8['bf16_s'] * 1e3:.2f} ms, fp8 {f8['fp8_s'] * 1e3:.2f} ms forward + backward at mbs "
+                     f"{f8['mbs']}: measured speed-up {f8['measured_speedup']:.2f}x, analytic {f8['analytic_speedup']:.2f}x")
+    else:
+        lines.append(f"not run: {f8.get('refused') or f8.get('error')}")
     lines += ["", "## Checks (issue 10)", "", "| check | n | worst abs err | tolerance | pass |", "|---|---|---|---|---|"]
     for name, c in report["checks"].items():
         lines.append(f"| {name} | {c['n']} | {_f(c['worst_abs_err'], '.1f', 100)}% | "
@@ -347,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--warmup", type=int, default=1)
     v.add_argument("--time-left-s", type=float, default=150.0)
     v.add_argument("--out", required=True)
+    f = sub.add_parser("fp8", help="one block in bf16 and in fp8 (torchao), beside the analytic model's speed-up")
+    f.add_argument("--model", required=True)
+    f.add_argument("--device", default="cuda")
+    f.add_argument("--out", required=True)
     r = sub.add_parser("report", help="write gpu_check.json and gpu_check.md from a work directory")
     r.add_argument("--work", required=True)
     r.add_argument("--out", required=True)
@@ -354,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "env":
         Path(args.out).write_text(json.dumps(environment(args.device), indent=2))
+        return 0
+    if args.cmd == "fp8":
+        res = fp8_block(args.model, args.device)
+        Path(args.out).write_text(json.dumps(res, indent=2))
+        print(json.dumps(res))
         return 0
     if args.cmd == "validate":
         validate_incrementally(args.model, args.cluster, args.global_batch, top_k=args.top_k, steps=args.steps,

@@ -14,6 +14,7 @@
 #   validate         validate the top 4 layouts (autoplan validate's calls, one layout at a time):
 #                    predicted vs measured step time and torch.cuda.max_memory_allocated
 #   run              autoplan run PLAN -- examples/train_gpt.py --steps 5
+#   fp8              one block in bf16 and in fp8 (torchao), measured against the analytic speed-up
 #   report           benchmarks/gpu_check.py report: measured vs the analytic catalogue profile
 #                    layer by layer (time, saved bytes, TFLOP/s), the runs, issue 10's checks
 #
@@ -130,11 +131,14 @@ stage validate "$VALIDATE_S" "$PY" "$REPO/benchmarks/gpu_check.py" validate --mo
   --cluster "$WORK/cluster.json" --global-batch "$BATCH" --top-k "$TOPK" --steps "$STEPS" --warmup 1 \
   --time-left-s "$((VALIDATE_S - 5))" --out "$WORK/validate.json"
 stage run 90 "${AUTOPLAN[@]}" run "$WORK/plan.json" -- "$REPO/examples/train_gpt.py" --steps "$RUN_STEPS"
+# issue 19: one block in bf16 and fp8 (torchao float8 linears), measured beside the analytic speed-up;
+# on a device without fp8 tensor cores (or without torchao) it records the refusal
+stage fp8 60 "$PY" "$REPO/benchmarks/gpu_check.py" fp8 --model "$MODEL" --device "$DEVICE" --out "$WORK/fp8.json"
 
 say "report"
 "$PY" "$REPO/benchmarks/gpu_check.py" report --work "$WORK" --out "$OUT_DIR" --catalogue "$CATALOGUE" \
   2>>"$LOG" | tee -a "$LOG" || say "report failed (see the log)"
-for f in model.json cluster.json plan.json validate.json; do
+for f in model.json cluster.json plan.json validate.json fp8.json; do
   if [[ -f $WORK/$f ]]; then cp "$WORK/$f" "$OUT_DIR/$f"; fi
 done
 say "done in $(($(date +%s) - START))s; results in $OUT_DIR"

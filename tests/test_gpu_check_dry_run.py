@@ -32,12 +32,13 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
     stages = {s["name"]: s for s in report["stages"]}
-    assert list(stages) == ["env", "profile_model", "profile_cluster", "solve", "validate", "run"]
+    assert list(stages) == ["env", "profile_model", "profile_cluster", "solve", "validate", "run", "fp8"]
     assert all(s["rc"] == "0" for s in stages.values()), stages
     rows = report["layers"]["rows"]
     assert {(r["kind"], r["tp"]) for r in rows} >= {("block", 1), ("block", 2), ("head", 1)}
     assert all(r["time_ratio"] > 0 and r["analytic_saved_activation_bytes"] > 0 for r in rows if r["kind"] == "block")
     assert report["layers"]["precision"] == "bf16" and report["layers"]["catalogue"] == "dgx-h200-141gb:1"
+    assert "CUDA GPU with fp8 tensor cores" in json.loads((out / "fp8.json").read_text())["refused"]
     runs = report["validate"]
     assert len(runs) == 3 and all("measured_step_s" in r for r in runs), runs
     assert len({r["layout"] for r in runs}) == 3 and runs[0]["chosen"]
