@@ -235,6 +235,27 @@ class Parallelized:
                 loss_sum += loss.detach() / scale
         return loss_sum, dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
 
+    def eval_loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+        """Forward only (no gradients, parameters unchanged) of one step's rows: the global mean loss,
+        the same float on every rank. Arguments as for :meth:`step`; under PP the schedule's ``eval``."""
+        n = self.layout.num_microbatches
+        tokens, labels = tokens.to(self.device), labels.to(self.device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
+                                             enabled=self.autocast_dtype is not None):
+            if self.schedule is None:
+                for t, y in zip(tokens.chunk(n), labels.chunk(n)):
+                    loss_sum += self.loss_fn(self.runners[0](t), y).double()
+            else:
+                losses: list[torch.Tensor] = []
+                args = (tokens,) if self.is_first_stage else ()
+                self.schedule.eval(*args, target=labels if self.is_last_stage else None, losses=losses)
+                scale = 1.0 if self.grad_scaler is None else self.grad_scaler.get_scale()
+                for loss in losses:
+                    loss_sum += loss.detach().double() / scale
+        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:
         """Gradients of this rank's chunks as full tensors, keyed by the unsplit model's names.
