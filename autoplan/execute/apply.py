@@ -23,6 +23,11 @@ Order of application:
    ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
 
+A model built on the meta device with a checkpoint to read (``hf:DIR``, ``model.checkpoint_weights``)
+goes through 2-5 holding no storage; each chunk is then allocated and its local shards read from the
+checkpoint (:mod:`autoplan.models.hf_weights`): after step 4 when DDP or no DP follows (DDP broadcasts
+whole parameters when it wraps), after step 5 under ``fully_shard`` (each rank allocates its shard only).
+
 Precision (the plan's ``training.precision``): ``fp32``, or mixed ``bf16`` / ``fp16`` with fp32
 weights, gradients and optimizer state. Where the layout uses ``fully_shard`` that is FSDP2's
 ``MixedPrecisionPolicy`` (compute in the 16-bit type, gradient reduction in fp32); elsewhere (DDP,
@@ -336,20 +341,29 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     tp_plan = getattr(model, "tp_plan", None) or REFERENCE_TP_PLAN   # the model's own, if it has one
     runners = []
     fsdp = mesh.dp_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
+    # A model built on the meta device (hf:DIR with load_weights) is laid out first and then each chunk's
+    # local shards are allocated and read from its checkpoint: before DDP (which broadcasts whole
+    # parameters when it wraps), after fully_shard (so a rank allocates only its shard).
+    weights = getattr(model, "checkpoint_weights", None)
     for chunk in chunks:
-        chunk.to(device)
+        if weights is None:
+            chunk.to(device)
         if mesh.tp_enabled:
             apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=tp_plan.colwise, rowwise=tp_plan.rowwise,
                      sequence_parallel=bool(layout.sp), sp_norms=tp_plan.sp_norms, sp_gather=tp_plan.sp_gather)
         per_block = {k.split(".", 1)[1]: m for k, m in layout.recompute_layers.items() if k.startswith("block.")}
         if layout.recompute != "none" or per_block:
             apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
+        if weights is not None and not fsdp:
+            weights.materialize(chunk, device)
         if mesh.dp_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
                                     pipelined=mesh.pp_enabled, param_dtype=low,
                                     grad_compression=layout.grad_compression).runner)
         else:
             runners.append(chunk)
+        if weights is not None and fsdp:
+            weights.materialize(chunk, device)
 
     scaler = LossScaler(device) if precision == "fp16" else None
     schedule = None
