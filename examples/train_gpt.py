@@ -112,11 +112,9 @@ def train(args: argparse.Namespace) -> None:
             os._exit(1)
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, vocab, args.seed)
         t0 = time.perf_counter()
-        pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))  # [mbs*m, s] each
-        par.optimizer_step(opt)  # while the loss is all-reduced (fp16: through the loss scaler)
-        par.after_optimizer_step()  # local SGD (a lossy plan option): periodic parameter averaging
-        opt.zero_grad(set_to_none=True)
-        loss = pending.value()
+        # optimizer step while the loss is all-reduced (fp16: through the loss scaler), then local SGD's
+        # periodic parameter averaging (a lossy plan option)
+        loss = par.train_step(par.batch_slice(tokens), par.batch_slice(labels), opt)   # [mbs*m, s] each
         dt = time.perf_counter() - t0
         step_times.append(dt)
         if master:

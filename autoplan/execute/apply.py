@@ -125,6 +125,16 @@ class Parallelized:
         self.grad_scaler.step(optimizer)
         self.grad_scaler.update()
 
+    def train_step(self, tokens: torch.Tensor, labels: torch.Tensor, optimizer: torch.optim.Optimizer) -> float:
+        """One whole training step on this rank's rows (arguments as for :meth:`step`): forward and
+        backward, :meth:`optimizer_step` while the loss is all-reduced, :meth:`after_optimizer_step`,
+        gradients cleared; returns the global mean loss."""
+        pending = self.step_async(tokens, labels)
+        self.optimizer_step(optimizer)
+        self.after_optimizer_step()
+        optimizer.zero_grad(set_to_none=True)
+        return pending.value()
+
     def after_optimizer_step(self) -> None:
         """Call after each optimizer step: under local SGD, averages the parameters over the data
         parallel group every ``sync_every`` steps (a no-op otherwise)."""

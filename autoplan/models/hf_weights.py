@@ -390,3 +390,62 @@ def export_hf(ckpt_path: Path, out_dir: Path, *, family: str, config, source_dir
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return sorted(p.name for p in out_dir.iterdir())
+
+
+def dcp_step_dir(ckpt_dir: Path) -> Path:
+    """The DCP directory to export: ``ckpt_dir`` itself when it is one (holds ``.metadata``), else the
+    newest complete step named by its ``latest`` marker (:mod:`autoplan.execute.checkpoint`)."""
+    if (ckpt_dir / ".metadata").is_file():
+        return ckpt_dir
+    from autoplan.execute.checkpoint import read_latest
+
+    if not ckpt_dir.is_dir():
+        raise InputError(f"checkpoint directory not found: {ckpt_dir}")
+    latest = read_latest(ckpt_dir)
+    if latest is None:
+        raise InputError(f"{ckpt_dir} holds no checkpoint (no .metadata, no 'latest' marker)")
+    return latest.path
+
+
+def export_plan_weights(ckpt_dir: str | os.PathLike, plan_path: str | os.PathLike, out_dir: str | os.PathLike
+                        ) -> tuple[Path, list[str]]:
+    """``autoplan export-weights``: :func:`export_checkpoint` of the plan's model."""
+    from autoplan.plan.plan import Plan
+
+    return export_checkpoint(ckpt_dir, Plan.load(plan_path).training.model_spec, out_dir)
+
+
+def export_checkpoint(ckpt_dir: str | os.PathLike, spec: str | None, out_dir: str | os.PathLike
+                      ) -> tuple[Path, list[str]]:
+    """The DCP checkpoint under ``ckpt_dir`` of the ``hf:`` model ``spec``, as an HF directory ``out_dir``.
+    Checks the checkpoint's tensors against the model ``spec`` names (names and shapes, from a meta-device
+    build) before writing anything. Returns the step directory read and the files written."""
+    from autoplan.models.hf import build_hf_model, checkpoint_dir, hf_arch, hf_config, is_hf_spec
+
+    if not spec or not is_hf_spec(spec):
+        raise InputError(f"export-weights writes Hugging Face models; the plan's model is {spec!r}, not hf:...")
+    step_dir = dcp_step_dir(Path(ckpt_dir))
+    family = hf_arch(spec).family
+    source = checkpoint_dir(spec)
+    with torch.device("meta"):
+        model = build_hf_model(spec)
+    want = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        meta = dcp.FileSystemReader(str(step_dir)).read_metadata()
+    except (OSError, ValueError, RuntimeError) as e:
+        raise InputError(f"{step_dir}: not a readable DCP checkpoint ({type(e).__name__}: {e})") from None
+    have = {k[len(MODEL_PREFIX):]: tuple(v.size) for k, v in meta.state_dict_metadata.items()
+            if k.startswith(MODEL_PREFIX) and hasattr(v, "size")}
+    if have != want:
+        diff = sorted(set(have) ^ set(want)) or [n for n in want if have[n] != want[n]]
+        raise InputError(f"{step_dir} is not a checkpoint of {spec} (first difference: {diff[0]})")
+    config = hf_config(spec) if source is None else _stored_config(source)
+    files = export_hf(step_dir, Path(out_dir), family=family, config=config, source_dir=source)
+    return step_dir, files
+
+
+def _stored_config(path: Path):
+    from autoplan.models.hf import _checkpoint_config
+    return _checkpoint_config(path)[1]
