@@ -43,7 +43,8 @@ def _main_options(
 
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
               "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len), a model profile JSON, "
-              "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights) "
+              "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights), "
+              "hf:DIR (a local Hugging Face checkpoint directory) "
               "or path/file.py:factory")
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
@@ -436,7 +437,7 @@ def export_weights_cmd(
 ) -> None:
     """Write a trained checkpoint of an hf: model as a Hugging Face directory that
     transformers.AutoModelForCausalLM.from_pretrained loads."""
-    from autoplan.models.hf_weights import export_plan_weights
+    from autoplan.execute.hf_export import export_plan_weights
     step_dir, files = export_plan_weights(ckpt_dir, plan, to_hf)
     typer.echo(f"wrote {to_hf} from {step_dir}: {', '.join(files)}", err=True)
 

@@ -177,6 +177,11 @@ def _checkpoint_config(path: Path) -> tuple[HFArch, Any]:
     return arch, config
 
 
+def checkpoint_config(path: Path) -> Any:
+    """The ``transformers`` config of a checkpoint directory as stored (dropout, tied embeddings and all)."""
+    return _checkpoint_config(path)[1]
+
+
 def hf_arch(spec: str) -> HFArch:
     """The architecture (family) of an ``hf:`` spec, a preset's or a checkpoint directory's."""
     path = checkpoint_dir(spec)
@@ -299,7 +304,7 @@ def build_hf_model(spec: str, seed: int = 0, *, load_weights: bool = False) -> U
         from autoplan.models.hf_weights import CheckpointWeights
 
         # the config as stored (tie_word_embeddings as the files were written)
-        model.checkpoint_weights = CheckpointWeights.open(path, arch.family, _checkpoint_config(path)[1], model)
+        model.checkpoint_weights = CheckpointWeights.open(path, arch.family, checkpoint_config(path), model)
     return model
 
 
