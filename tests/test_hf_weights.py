@@ -188,6 +188,9 @@ def trained(assets) -> tuple[Path, list[dict], dict]:
     eight = run_on_ranks(layouts_worker, 8, args=(str(assets), LAYOUTS_8, f"hf:{big}", {}), timeout_s=300)
     for r in four[:1] + eight[:1]:
         print("seconds per layout (rank 0):", {k: round(v, 1) for k, v in r["seconds"].items()})
+    for rank, r in enumerate(four):
+        print(f"rank {rank} loading, MiB gained / own parameters:",
+              {k: (round(p / 2**20, 2), round(n / 2**20, 2)) for k, (p, n) in r["memory"].items()})
     return assets, (four, eight), {f: hf_reference(assets, f, STEPS) for f in FAMILIES}
 
 
@@ -259,7 +262,8 @@ def test_finetune_killed_and_resumed_continues_the_token_stream(assets, tmp_path
     # first attempt: steps 0..3 (rank 1 dies at 4); the restart resumes from the step-3 checkpoint
     assert [s for s, _ in got] == [0, 1, 2, 3, 3, 4, 5], r.stdout
     assert "resumed from step 3" in r.stdout and "24 samples consumed" in r.stdout
-    assert len(re.findall(r"^eval step 6 val_loss \d", r.stdout, re.M)) == 1, r.stdout
+    val = [float(v) for v in re.findall(r"^eval step 6 val_loss (\S+)$", r.stdout, re.M)]
+    assert len(val) == 1, r.stdout
     # the one-process reference draws from the same split (10% held out) in the same order
     want = hf_reference(assets, "llama", 6, val_fraction=0.1)
     for step, loss in got:
@@ -268,6 +272,17 @@ def test_finetune_killed_and_resumed_continues_the_token_stream(assets, tmp_path
     e = run_cmd(["-m", "autoplan.cli", "export-weights", str(ckpt), "--plan", str(plan), "--to-hf", str(out)], 100)
     assert e.returncode == 0, e.stderr
     assert_same_weights(out, want[1], "finetune_hf")
+    # the eval line: the exported (= reference) model's mean loss over the first 4 validation batches
+    from transformers import AutoModelForCausalLM
+
+    from autoplan.execute.token_data import TokenBatches, TokenCorpus
+
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    held_out = TokenBatches(TokenCorpus.open(assets / "corpus.bin", vocab=VOCAB), seq_len=SEQ_LEN,
+                            global_batch=GLOBAL_BATCH, val_fraction=0.1, seed=SEED).val_batches(4)
+    with torch.no_grad():
+        ref_val = np.mean([model(input_ids=x, labels=y, shift_labels=y).loss.item() for x, y in held_out])
+    assert len(held_out) == 4 and abs(val[0] - ref_val) <= 1e-5 * ref_val, (val, ref_val)
     from autoplan.execute.hf_export import export_plan_weights
 
     with pytest.raises(InputError, match="already exists"):      # never written over
