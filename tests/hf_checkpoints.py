@@ -62,13 +62,14 @@ def make_tokenizer(text: str, out_dir: Path, vocab: int = VOCAB) -> int:
 
 
 def make_gpt2(out_dir: Path, *, layers: int = 4, hidden: int = 32, heads: int = 4, vocab: int = VOCAB,
-              seed: int = 0) -> None:
+              seed: int = 0, tied: bool = False) -> None:
+    """A GPT-2 checkpoint; ``tied``: input and output embeddings shared (no ``lm_head.weight`` in the file)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, n_positions=SEQ_LEN,
-                     bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+                     bos_token_id=0, eos_token_id=0, tie_word_embeddings=tied)
     GPT2LMHeadModel(cfg).save_pretrained(str(out_dir))
 
 

@@ -37,7 +37,7 @@ import torch
 pytest.importorskip("transformers")
 
 from dist_utils import even_stages, run_on_ranks  # noqa: E402
-from hf_checkpoints import SEQ_LEN, VOCAB, make_assets, make_llama, make_tokenizer  # noqa: E402
+from hf_checkpoints import SEQ_LEN, VOCAB, make_assets, make_gpt2, make_llama, make_tokenizer  # noqa: E402
 
 from autoplan.errors import InputError, LayoutError  # noqa: E402
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo, TrainingSpec  # noqa: E402
@@ -64,6 +64,7 @@ LAYOUTS = {   # 4 processes, global batch 8
 LAYOUTS_8 = {"tp2 x pp2 x dp2": _layout(tp=2, pp=2, dp=2, mbs=2, num_microbatches=2, sp=1, zero=1,
                                         stages=even_stages(4, 2))}
 MEMORY_LAYOUTS = {"zero3": _layout(dp=4, zero=3), "pp4": _layout(pp=4, num_microbatches=4, stages=even_stages(8, 4))}
+TIED_LAYOUT = _layout(dp=4, mbs=2, zero=3)
 SLACK_BYTES = 2 << 20
 """resident memory allowed beyond a rank's parameters and one layer while loading (Python objects, the
 process groups' small buffers)"""
@@ -142,8 +143,9 @@ def _local_bytes(par) -> int:
 
 
 def layouts_worker(rank: int, world: int, root: str, layouts: dict[str, dict], big: str,
-                   memory_layouts: dict[str, dict]) -> dict:
-    """Train every (family, layout) 20 steps from the checkpoint and save it; then measure loading memory."""
+                   memory_layouts: dict[str, dict], tied: str | None = None) -> dict:
+    """Train every (family, layout) 20 steps from the checkpoint and save it; then measure loading memory;
+    then the first loss of the ``tied`` checkpoint under :data:`TIED_LAYOUT`."""
     import ctypes
     import gc
 
@@ -177,6 +179,10 @@ def layouts_worker(rank: int, world: int, root: str, layouts: dict[str, dict], b
         par = parallelize(build_model_from_spec(big, load_weights=True), Layout.from_dict(d))
         out["memory"][name] = (_status_bytes("VmHWM") - base, _local_bytes(par))
         del par
+    if tied is not None:
+        par = parallelize(build_model_from_spec(tied, load_weights=True), Layout.from_dict(TIED_LAYOUT))
+        tokens, labels = batches(Path(root), 1, dp_rank=par.dp_rank, dp_size=par.dp_size)[0]
+        out["tied_loss"] = par.step(tokens, labels)
     return out
 
 
@@ -184,7 +190,9 @@ def layouts_worker(rank: int, world: int, root: str, layouts: dict[str, dict], b
 def trained(assets) -> tuple[Path, list[dict], dict]:
     big = assets / "big"
     make_llama(big, layers=8, hidden=256, ffn=1024, vocab=2048, max_shard_size="8MB")
-    four = run_on_ranks(layouts_worker, 4, args=(str(assets), LAYOUTS, f"hf:{big}", MEMORY_LAYOUTS), timeout_s=300)
+    make_gpt2(assets / "tied", tied=True)
+    four = run_on_ranks(layouts_worker, 4, args=(str(assets), LAYOUTS, f"hf:{big}", MEMORY_LAYOUTS,
+                                                 f"hf:{assets / 'tied'}"), timeout_s=300)
     eight = run_on_ranks(layouts_worker, 8, args=(str(assets), LAYOUTS_8, f"hf:{big}", {}), timeout_s=300)
     for r in four[:1] + eight[:1]:
         print("seconds per layout (rank 0):", {k: round(v, 1) for k, v in r["seconds"].items()})
@@ -228,6 +236,24 @@ def test_loading_holds_the_shard_plus_one_layer(trained, name):
         assert peak <= local + layer_bytes + SLACK_BYTES, \
             f"{name} rank {rank}: {peak / 2**20:.2f} MiB while loading, its parameters {local / 2**20:.2f} MiB " \
             f"+ one layer {layer_bytes / 2**20:.2f} MiB (the whole model: {full_bytes / 2**20:.2f} MiB)"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_tied_checkpoint_loads_with_the_head_from_the_embedding(trained):
+    """A GPT-2 saved with tied embeddings holds no ``lm_head.weight``: the head is read from ``wte``."""
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    root = trained[0]
+    with safe_open(str(root / "tied" / "model.safetensors"), framework="pt") as f:
+        assert "lm_head.weight" not in f.keys()
+    model = AutoModelForCausalLM.from_pretrained(str(root / "tied"))
+    tokens, labels = batches(root, 1)[0]
+    with torch.no_grad():
+        want = model(input_ids=tokens, labels=labels, shift_labels=labels).loss.item()
+    for r in trained[1][0]:
+        assert abs(r["tied_loss"] - want) <= 1e-5 * want, (r["tied_loss"], want)
 
 
 def _big_tensors(path: Path) -> dict[str, torch.Tensor]:

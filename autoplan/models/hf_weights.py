@@ -279,20 +279,13 @@ def reset_buffers(module: nn.Module, device: torch.device) -> None:
     done = set()
     for m in module.modules():
         if isinstance(m, LlamaRotaryEmbedding):
-            fresh = LlamaRotaryEmbedding(m.config, device=device) if _takes_device() else LlamaRotaryEmbedding(m.config)
+            fresh = LlamaRotaryEmbedding(m.config)            # on the CPU, from the config alone
             for name, buf in fresh.named_buffers(recurse=False):
-                getattr(m, name).copy_(buf)
+                getattr(m, name).copy_(buf.to(device))
                 done.add(id(getattr(m, name)))
     other = [n for n, b in module.named_buffers() if id(b) not in done]
     if other:
         raise RuntimeError(f"buffers {other[:3]} of a meta-built model cannot be recomputed")
-
-
-def _takes_device() -> bool:
-    import inspect
-
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-    return "device" in inspect.signature(LlamaRotaryEmbedding.__init__).parameters
 
 
 def units_in_order(names: list[str]) -> list[str]:
