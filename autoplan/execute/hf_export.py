@@ -34,9 +34,8 @@ MODEL_PREFIX = "model."
 """the DCP keys of the model's state (:func:`autoplan.execute.checkpoint.save` stores ``{"model": ...}``)"""
 
 
-def iter_dcp_units(ckpt_path: Path) -> tuple[list[str], Iterator[tuple[str, dict[str, torch.Tensor]]]]:
-    """The units of a DCP checkpoint's model state in order, and an iterator of ``(unit, {unit-model name:
-    full tensor})``, one unit in memory at a time."""
+def model_entries(ckpt_path: Path):
+    """``(reader, {unit-model name: tensor metadata})`` of the model state of the DCP checkpoint ``ckpt_path``."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
@@ -49,18 +48,22 @@ def iter_dcp_units(ckpt_path: Path) -> tuple[list[str], Iterator[tuple[str, dict
                if k.startswith(MODEL_PREFIX) and isinstance(v, TensorStorageMetadata)}
     if not entries:
         raise InputError(f"{ckpt_path}: the checkpoint holds no model state")
-    units = units_in_order(list(entries))
+    return reader, entries
 
-    def load() -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
-        for unit in units:
-            names = [n for n in entries if unit_of(n) == unit]
-            state = {MODEL_PREFIX + n: torch.empty(tuple(entries[n].size), dtype=entries[n].properties.dtype)
-                     for n in names}
-            with warnings.catch_warnings():      # "torch.distributed is disabled ...": one process, as meant
-                warnings.simplefilter("ignore", UserWarning)
-                dcp.load(state, storage_reader=reader, no_dist=True)
-            yield unit, {n: state[MODEL_PREFIX + n] for n in names}
-    return units, load()
+
+def iter_dcp_units(reader, entries: dict) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
+    """``(unit, {unit-model name: full tensor})`` for each unit of :func:`model_entries` in model order, one
+    unit in memory at a time."""
+    import torch.distributed.checkpoint as dcp
+
+    for unit in units_in_order(list(entries)):
+        names = [n for n in entries if unit_of(n) == unit]
+        state = {MODEL_PREFIX + n: torch.empty(tuple(entries[n].size), dtype=entries[n].properties.dtype)
+                 for n in names}
+        with warnings.catch_warnings():      # "torch.distributed is disabled ...": one process, as meant
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(state, storage_reader=reader, no_dist=True)
+        yield unit, {n: state[MODEL_PREFIX + n] for n in names}
 
 
 def export_hf(ckpt_path: Path, out_dir: Path, *, family: str, config, source_dir: Path | None) -> list[str]:
@@ -71,7 +74,8 @@ def export_hf(ckpt_path: Path, out_dir: Path, *, family: str, config, source_dir
 
     if out_dir.exists():
         raise InputError(f"{out_dir} already exists: give a new directory")
-    units, tensors = iter_dcp_units(ckpt_path)
+    reader, entries = model_entries(ckpt_path)
+    n_units = len(units_in_order(list(entries)))
     staging = out_dir.with_name(out_dir.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)
@@ -79,8 +83,8 @@ def export_hf(ckpt_path: Path, out_dir: Path, *, family: str, config, source_dir
     try:
         weight_map: dict[str, str] = {}
         total_bytes = 0
-        for i, (unit, state) in enumerate(tensors):
-            fname = f"model-{i + 1:05d}-of-{len(units):05d}.safetensors"
+        for i, (_, state) in enumerate(iter_dcp_units(reader, entries)):
+            fname = f"model-{i + 1:05d}-of-{n_units:05d}.safetensors"
             hf = hf_tensors(family, config, state)
             save_file(hf, str(staging / fname), metadata={"format": "pt"})
             weight_map.update({k: fname for k in hf})
@@ -131,20 +135,15 @@ def export_checkpoint(ckpt_dir: str | os.PathLike, spec: str | None, out_dir: st
 
     if not spec or not is_hf_spec(spec):
         raise InputError(f"export-weights writes Hugging Face models; the plan's model is {spec!r}, not hf:...")
+    if Path(out_dir).exists():
+        raise InputError(f"{out_dir} already exists: give a new directory")
     step_dir = dcp_step_dir(Path(ckpt_dir))
     family = hf_arch(spec).family
     source = checkpoint_dir(spec)
     with torch.device("meta"):
         model = build_hf_model(spec)
     want = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    import torch.distributed.checkpoint as dcp
-
-    try:
-        meta = dcp.FileSystemReader(str(step_dir)).read_metadata()
-    except (OSError, ValueError, RuntimeError) as e:
-        raise InputError(f"{step_dir}: not a readable DCP checkpoint ({type(e).__name__}: {e})") from None
-    have = {k[len(MODEL_PREFIX):]: tuple(v.size) for k, v in meta.state_dict_metadata.items()
-            if k.startswith(MODEL_PREFIX) and hasattr(v, "size")}
+    have = {n: tuple(v.size) for n, v in model_entries(step_dir)[1].items()}
     if have != want:
         diff = sorted(set(have) ^ set(want)) or [n for n in want if have[n] != want[n]]
         raise InputError(f"{step_dir} is not a checkpoint of {spec} (first difference: {diff[0]})")

@@ -289,6 +289,7 @@ def reset_buffers(module: nn.Module, device: torch.device) -> None:
 
 
 def units_in_order(names: list[str]) -> list[str]:
+    """The units of parameter ``names`` in model order: ``embed``, ``block.0``, ``block.1``, ..., ``head``."""
     units = list(dict.fromkeys(unit_of(n) for n in names))
     return sorted(units, key=lambda u: (u != "embed", u == "head", int(u.split(".")[1]) if "." in u else 0))
 
