@@ -8,9 +8,9 @@ alone and calls exactly one of them)::
     path/shape.json                shape_file      _shape_file(spec, d)  reference Transformer of the file's shape
     path/model.json (a profile)    profile_file    _profile_file(spec)   none: a measured or analytic model profile,
                                                                          taken by the planner as it is
-    hf:NAME[,key=value,...]        hf              _hf(spec)             autoplan.models.hf adapter, random init
-    hf:DIR (checkpoint directory)  hf              _hf(spec)             the same adapter; its weights read shard
-                                                                         by shard into the layout (load_weights)
+    hf:NAME[,key=value,...]        hf              _hf(spec)             autoplan.models.hf adapter, random init;
+      or hf:DIR (a checkpoint)                                           for DIR with load_weights, its weights
+                                                                         read shard by shard into the layout
     path/to/file.py:factory        factory         _factory(spec)        the user's factory (autoplan.models.factory)
     a plan's model_spec + shape    recorded_shape  resolve_plan_model()  reference Transformer of the recorded shape
                                                                          (hf: and factory specs resolve as above)
