@@ -9,7 +9,8 @@ start-up and gloo's groups dominate on CPU, so every layout of a job runs in the
   built on the meta device and each rank reads its shards from the files; the first step's loss equals
   ``transformers``' own loss of the checkpoint on the same batch (1e-5), 20 SGD steps run on the corpus,
   the DCP checkpoint is exported to an HF directory that ``from_pretrained`` loads, and its weights equal
-  ``transformers``' model trained in one process on the same batches;
+  ``transformers``' model trained in one process on the same batches (and so does the forward-only
+  ``eval_loss`` on the next batch);
 - the resident memory a rank gains while loading a 35 MiB Llama under ZeRO-3 (dp=4) and PP (pp=4) is at
   most its own parameters plus one layer (plus 2 MiB for the interpreter's own allocations).
 
@@ -101,21 +102,25 @@ def batches(root: Path, steps: int, *, dp_rank: int = 0, dp_size: int = 1, input
 
 
 def hf_reference(root: Path, family: str, steps: int, val_fraction: float = 0.0
-                 ) -> tuple[list[float], dict[str, torch.Tensor]]:
+                 ) -> tuple[list[float], dict[str, torch.Tensor], float]:
     """``transformers``' model of the checkpoint in one process, SGD on the full batches of the training
-    split: (its own loss of each step, the state dict after ``steps`` steps)."""
+    split: (its own loss of each step, the state dict after ``steps`` steps, then its loss on the next
+    batch without a step)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(root / family), attn_implementation="sdpa").float()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
-    for tokens, labels in batches(root, steps, val_fraction=val_fraction):
+    *train, (x, y) = batches(root, steps + 1, val_fraction=val_fraction)
+    for tokens, labels in train:
         loss = model(input_ids=tokens, labels=labels, shift_labels=labels).loss   # labels: already shifted
         loss.backward()
         losses.append(loss.item())
         opt.step()
         opt.zero_grad()
-    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        after = model(input_ids=x, labels=y, shift_labels=y).loss.item()
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}, after
 
 
 def assert_same_weights(out_dir: Path, want: dict[str, torch.Tensor], what: str) -> None:
@@ -163,13 +168,14 @@ def layouts_worker(rank: int, world: int, root: str, layouts: dict[str, dict], b
             par = parallelize(build_model_from_spec(f"hf:{root}/{family}", load_weights=True), layout)
             opt = torch.optim.SGD(par.parameters(), lr=LR)
             losses = []
-            for tokens, labels in batches(Path(root), STEPS, dp_rank=par.dp_rank, dp_size=par.dp_size,
-                                          inputs=par.is_first_stage, labels=par.is_last_stage):
+            *train, (x, y) = batches(Path(root), STEPS + 1, dp_rank=par.dp_rank, dp_size=par.dp_size,
+                                     inputs=par.is_first_stage, labels=par.is_last_stage)
+            for tokens, labels in train:
                 losses.append(par.step(tokens, labels))
                 opt.step()
                 opt.zero_grad()
             save(par, opt, STEPS, Path(root) / "ckpt" / f"{family}-{name}")
-            out["losses"][(family, name)] = losses
+            out["losses"][(family, name)] = losses + [par.eval_loss(x, y)]    # and forward only on the next batch
             out["seconds"][(family, name)] = time.perf_counter() - t0
     for name, d in memory_layouts.items():
         gc.collect()
@@ -209,13 +215,14 @@ def test_every_layout_loads_trains_and_exports_the_checkpoint(trained, family, t
     from autoplan.execute.hf_export import export_checkpoint
 
     root, (four, eight), refs = trained
-    ref_losses, ref_weights = refs[family]
+    ref_losses, ref_weights, ref_eval = refs[family]
     for name, per_rank in [(n, four) for n in LAYOUTS] + [(n, eight) for n in LAYOUTS_8]:
-        losses = per_rank[0]["losses"][(family, name)]
-        assert all(r["losses"][(family, name)] == losses for r in per_rank), f"{name}: ranks disagree"
+        *losses, evaluated = per_rank[0]["losses"][(family, name)]
+        assert all(r["losses"][(family, name)] == losses + [evaluated] for r in per_rank), f"{name}: ranks disagree"
         assert abs(losses[0] - ref_losses[0]) <= 1e-5 * ref_losses[0], \
             f"{family} {name}: first loss {losses[0]} != transformers' {ref_losses[0]}"
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-4, err_msg=f"{family} {name}")
+        assert abs(evaluated - ref_eval) <= 1e-4 * ref_eval, f"{family} {name}: eval {evaluated} != {ref_eval}"
         out = tmp_path / name
         export_checkpoint(root / "ckpt" / f"{family}-{name}", f"hf:{root}/{family}", out)
         assert_same_weights(out, ref_weights, f"{family} {name}")
