@@ -49,7 +49,12 @@ MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
-PRECISION_HELP = "training precision bf16|fp16|fp32 (bf16/fp16: mixed, fp32 master weights; default: bf16 on CUDA, fp32 on CPU)"
+PRECISION_HELP = ("training precision bf16|fp16|fp32|fp8 (bf16/fp16: mixed, fp32 master weights; fp8: bf16 mixed with "
+                  "fp8 GEMMs in the linear layers, H100/H200 only; default: bf16 on CUDA, fp32 on CPU)")
+FRAMEWORK_HELP = ("the software that will run the plan, whose costs and rules are used: autoplan (this project's "
+                  "executor, which `autoplan run` and `validate` run), megatron, torchtitan, deepspeed, composer; "
+                  "NAME@RELEASE for an older release (megatron@2021, megatron@2022, megatron@2024); frameworks other "
+                  "than autoplan are costed on catalogue clusters")
 LAYOUT_HELP = ("fix part of the layout, e.g. 'tp=2,pp=2' or 'dp=4,zero=3'; keys: dp tp pp vp mbs "
                "num_microbatches zero(0-3) recompute(none|selective|full) schedule(gpipe|1f1b|interleaved) sp(0/1) "
                "grad_compression(none|fp16|powersgd, lossy) sync_every(N: local SGD, lossy) "
@@ -265,6 +270,7 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
     precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd (sets optimizer-state memory)"),
+    framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="runner-up layouts to keep"),
     time_limit: float = typer.Option(10.0, help="solver time limit per placement ILP, seconds"),
@@ -284,9 +290,11 @@ def solve(
     from autoplan.plan.plan import parse_layout_constraints
     from autoplan.plan.presets import preset_constraints
     from autoplan.plan.search import SearchOptions
+    fixed_text = parse_layout_constraints(layout)
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
-                      memory_per_device_bytes=_parse_bytes(memory_per_device))
-    fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **parse_layout_constraints(layout)}
+                      memory_per_device_bytes=_parse_bytes(memory_per_device), framework=framework,
+                      micro_batch_sizes=(fixed_text["mbs"],) if "mbs" in fixed_text else ())
+    fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **fixed_text}
     from autoplan.errors import InputError
     lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())
     unknown = set(lossy) - {"fp16", "powersgd", "localsgd"}
@@ -322,15 +330,15 @@ def estimate(
     precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     optimizer: str = typer.Option("adamw", help="adamw|sgd"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+    framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
 ) -> None:
     """Predict the step time and memory of one given layout, with the same cost model as solve.
 
     When the layout gives no stages, the solver's partitioner places the layers for those degrees."""
-    from autoplan.plan.api import estimate_problem, given_layout, make_problem
-    from autoplan.plan.plan import parse_layout_constraints
-    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
-                      memory_per_device_bytes=_parse_bytes(memory_per_device))
-    lay, pred = estimate_problem(pb, given_layout(pb, parse_layout_constraints(layout)))
+    from autoplan.plan.api import estimate as estimate_layout
+    lay, pred = estimate_layout(model, cluster, global_batch, layout, precision=precision, optimizer=optimizer,
+                                seq_len=seq_len, memory_per_device_bytes=_parse_bytes(memory_per_device),
+                                framework=framework)
     if as_json:
         typer.echo(json.dumps({"layout": lay.to_dict(), "predicted": pred.to_dict(), "fits": pred.fits}, indent=2))
         return
@@ -404,8 +412,9 @@ def validate(
 @app.command("export")
 def export_cmd(
     plan: Path = typer.Argument(..., help="plan JSON written by solve"),
-    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM arguments), torchtitan (TOML job config), "
-                                             "deepspeed (JSON config) or accelerate (YAML config)"),
+    to: str = typer.Option(..., "--to", help="megatron (Megatron-LM command), torchtitan (torchtitan 0.3 command), "
+                                             "torchtitan-toml (job file of torchtitan <= 0.2), deepspeed (JSON "
+                                             "config) or accelerate (YAML config)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the file here (default: print it)"),
     as_json: bool = typer.Option(False, "--json", help="print {framework, format, config, warnings, text} as JSON"),
 ) -> None:
@@ -423,7 +432,7 @@ def export_cmd(
     if as_json:
         typer.echo(json.dumps(exp.to_dict(), indent=2))
     elif out:
-        typer.echo(f"wrote {out} ({exp.framework} {exp.format})", err=True)
+        typer.echo(f"wrote {out} ({exp.framework} {exp.format}); launch: {exp.launch}", err=True)
     else:
         typer.echo(exp.text, nl=False)
 
@@ -539,7 +548,7 @@ def run(
         args = args[1:]
     if not args:
         raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
-    Plan.load(plan)   # refuse a malformed plan before starting anything
+    Plan.load(plan).check_runnable_here()   # refuse a malformed plan, or one for another framework, first
     if elastic:
         from autoplan.execute.elastic import DEFAULT_MAX_RESTARTS, elastic_launch
         code = elastic_launch(plan, args[0], args[1:], nnodes=nnodes, min_nodes=min_nodes or 1, node_rank=node_rank,

@@ -54,29 +54,23 @@ import argparse
 import math
 import statistics
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from autoplan.errors import AutoplanError  # noqa: E402
+from autoplan.jsonio import write_json_atomic  # noqa: E402
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: E402
-from autoplan.plan.api import Problem, estimate_problem, given_layout  # noqa: E402
-from autoplan.plan.cost import TrainingConfig  # noqa: E402
-from autoplan.plan.plan import Layout  # noqa: E402
+from autoplan.plan.api import estimate, make_problem  # noqa: E402
+from autoplan.plan.plan import Layout, Prediction  # noqa: E402
 from autoplan.plan.search import SearchOptions, search  # noqa: E402
-from autoplan.profile.analytic import analytic_model_profile  # noqa: E402
-from autoplan.profile.assumptions import KERNELS, STACKS, SoftwareStack  # noqa: E402
-from autoplan.profile.formats import ClusterProfile  # noqa: E402
-from autoplan.profile.hardware import A100_SXM4_80GB, SystemSpec, catalogue_cluster, system_cluster  # noqa: E402
+from autoplan.profile.assumptions import KERNELS  # noqa: E402
 
-# Jean Zay gpu_p5 (BLOOM): 8 A100 80GB per node with NVLink, 4 Omni-Path 100 Gb/s links per node
-# (bigscience train/tr11-176B-ml README, "Hardware"); NVLink all-reduce as DGX A100 (assumed).
-JEAN_ZAY_A100 = SystemSpec("jean-zay-a100-80gb", A100_SXM4_80GB, 8, 4, 12.5e9,
-                           "bigscience tr11-176B-ml README: 4 OmniPath links per node (100 Gb/s each)",
-                           235e9, "as DGX A100 (assumed)")
-SYSTEMS_BY_NAME = {"jean-zay-a100-80gb": JEAN_ZAY_A100}
+import published_recipes  # noqa: E402  (benchmarks/published_recipes.py: the 2024-25 fp8 / cp recipes)
 
 
 @dataclass(frozen=True)
@@ -85,23 +79,27 @@ class PublishedRun:
     source: str
     model: ModelShape
     cluster: str
-    """catalogue spec NAME:NODES (or a system of this file)"""
+    """catalogue spec NAME:NODES"""
     layout: dict
-    """published layout fields: tp, pp, dp, vp, mbs, recompute, sp, zero (and stage_blocks);
-    ``mbs=None``: the source does not state the micro-batch size (:func:`with_tuned_mbs`)"""
+    """published layout fields as ``--layout`` keys: tp, pp, cp, dp, vp, mbs, recompute, sp, zero (and
+    stage_blocks, recompute_every, recompute_first); ``mbs=None``: the source does not state the
+    micro-batch size (:func:`with_tuned_mbs`)"""
     global_batch: int
     precision: str
-    stack: SoftwareStack
+    framework: str
+    """``--framework`` of the software that ran it (:mod:`autoplan.plan.frameworks`)"""
     step_time_s: float
     derivation: str
     assumed: str = ""
     """fields the source does not state, and what was taken"""
-    options: dict = field(default_factory=dict)
-    """search options the free solve needs to express the published layout (e.g. per-layer recompute)"""
 
     @property
     def hardware(self) -> str:
-        return "H100" if "h100" in self.cluster else "A100"
+        return "H100" if "h100" in self.cluster else ("H200" if "h200" in self.cluster else "A100")
+
+    @property
+    def source_key(self) -> str:
+        return self.source.split("]")[0] + "]"
 
     @property
     def gpus(self) -> int:
@@ -134,14 +132,12 @@ def _runs_sc21() -> list[PublishedRun]:
     for size, a, h, l, tp, pp, mbs, gbs, nodes, per_vs, ddp, tflops in rows:
         gpus = 8 * nodes
         vp = l // pp // per_vs if per_vs else 1
-        stack = STACKS["megatron-lm-2021"]
-        if ddp == "torch":
-            stack = stack.with_(name="megatron-lm-2021+torch-ddp", dp_overlap=True)
+        framework = "megatron@2021-torch-ddp" if ddp == "torch" else "megatron@2021"
         out.append(PublishedRun(
             f"megatron-{size}", f"[SC21] Table 1 row {size}; examples/sc21/run_table_1.sh MODEL_SIZE={size}",
             _gpt(f"megatron-{size}", l, h, a), f"dgx-a100-80gb:{nodes}",
             dict(tp=tp, pp=pp, dp=gpus // (tp * pp), vp=vp, mbs=mbs, recompute="full", sp=0, zero=0),
-            gbs, "fp16", stack, _sc21_time(gbs, l, h, gpus, tflops),
+            gbs, "fp16", framework, _sc21_time(gbs, l, h, gpus, tflops),
             f"96*B*s*l*h^2*(1+s/6h+V/16lh) / ({gpus} GPUs x {tflops} TFLOP/s)"))
     return out
 
@@ -159,7 +155,7 @@ def _runs_rar22() -> list[PublishedRun]:
                 f"rar22-{name}-{mode}", f"[RAR22] Table 5, {name}, {'full recompute' if sp == 0 else 'present work'}",
                 _gpt(f"rar22-{name}", l, h, a), f"dgx-a100-80gb:{gpus // 8}",
                 dict(tp=tp, pp=pp, dp=gpus // (tp * pp), vp=vp, mbs=mbs, recompute=rec, sp=sp, zero=0),
-                gbs, "bf16", STACKS["megatron-lm-2022"], t, "published iteration time",
+                gbs, "bf16", "megatron@2022", t, "published iteration time",
                 assumed="vocabulary 51200; vp from calculon's transcription of Table 3"))
     return out
 
@@ -173,7 +169,7 @@ def _run_bloom() -> PublishedRun:
                       "ZeRO-1 equivalent); chronicles: 105.22 s/iteration",
         shape, "jean-zay-a100-80gb:48",
         dict(tp=4, pp=12, dp=8, vp=1, mbs=2, recompute="full", sp=0, zero=1, stage_blocks=blocks),
-        2048, "bf16", STACKS["deepspeed-megatron"], 105.22, "published iteration time",
+        2048, "bf16", "deepspeed", 105.22, "published iteration time",
         assumed="NVLink as DGX A100; Omni-Path at the catalogue's ib_efficiency")
 
 
@@ -215,7 +211,7 @@ def _runs_mpt() -> list[PublishedRun]:
             f"dgx-{hw}-80gb:{gpus // 8}",
             dict(tp=1, pp=1, dp=gpus, vp=1, mbs=mbs, recompute="full" if ac else "none", sp=0,
                  zero=3 if shard == "FULL_SHARD" else 2),
-            gbs, "bf16", STACKS["composer-fsdp"], tokens / tps, f"{tokens} tokens / {tps} tokens/s",
+            gbs, "bf16", "composer", tokens / tps, f"{tokens} tokens / {tps} tokens/s",
             assumed="" if hw == "a100" else "fabric as DGX H100 (8 x 400 Gb/s per node; the table does not say)"))
     return out
 
@@ -223,24 +219,22 @@ def _runs_mpt() -> list[PublishedRun]:
 def _runs_torchtitan() -> list[PublishedRun]:
     l3_8b, l3_70b = BUILTIN_SHAPES["llama3-8b"], BUILTIN_SHAPES["llama3-70b"]
     l2_13b, l2_70b = BUILTIN_SHAPES["llama2-13b"], BUILTIN_SHAPES["llama2-70b"]
-    every_other = {f"block.{i}": "full" for i in range(0, l3_8b.layers, 2)}
-    # (name, shape, local batch, recompute, per-layer modes, WPS)
-    rows = [("llama3-8b-sel-layer", l3_8b, 1, "none", every_other, 2904),
-            ("llama3-70b-full", l3_70b, 1, "full", {}, 331),
-            ("llama2-13b-none", l2_13b, 2, "none", {}, 2162),
-            ("llama2-70b-full", l2_70b, 2, "full", {}, 353)]
+    # (name, shape, local batch, recompute, every N-th block fully recomputed, WPS)
+    rows = [("llama3-8b-sel-layer", l3_8b, 1, "none", 2, 2904),
+            ("llama3-70b-full", l3_70b, 1, "full", 0, 331),
+            ("llama2-13b-none", l2_13b, 2, "none", 0, 2162),
+            ("llama2-70b-full", l2_70b, 2, "full", 0, 353)]
     out = []
     for name, shape, bs, rec, layers, wps in rows:
         lay = dict(tp=1, pp=1, dp=64, vp=1, mbs=bs, recompute=rec, sp=0, zero=3)
         if layers:
-            lay["recompute_layers"] = layers
+            lay["recompute_every"] = layers
         out.append(PublishedRun(
             f"torchtitan-{name}", f"[TT] 64 A100, FSDP2, {shape.name}, batch {bs}, WPS {wps}", shape,
-            "dgx-a100-80gb:8", lay, 64 * bs, "bf16", STACKS["torchtitan"], bs * shape.seq_len / wps,
+            "dgx-a100-80gb:8", lay, 64 * bs, "bf16", "torchtitan", bs * shape.seq_len / wps,
             f"{bs} x {shape.seq_len} tokens / {wps} tokens/s per GPU",
             assumed="fabric as DGX A100 (8 x 200 Gb/s per node; the page does not say)"
-                    + ("; 'selective layer' = every other block fully recomputed" if layers else ""),
-            options={"per_layer_recompute": True} if layers else {}))
+                    + ("; 'selective layer' = every other block fully recomputed" if layers else "")))
     return out
 
 
@@ -260,7 +254,7 @@ def _runs_mcore() -> list[PublishedRun]:
             f"mcore-{size}", f"[MCORE] images/model_table.png row {size}", _gpt(f"mcore-{size}", l, h, a, 131072, 4096),
             f"dgx-h100-80gb:{gpus // 8}",
             dict(tp=tp, pp=1, dp=gpus // tp, vp=1, mbs=None, recompute="none", sp=1 if tp > 1 else 0, zero=1),
-            gbs, "bf16", STACKS["megatron-core-2024"], _mcore_time(gbs, l, h, gpus, tflops),
+            gbs, "bf16", "megatron@2024", _mcore_time(gbs, l, h, gpus, tflops),
             f"12*B*s*l*h^2*(6+s/h+V/2lh) / ({gpus} GPUs x {tflops} TFLOP/s)",
             assumed="micro-batch size not stated: the one a tuned benchmark would run (with_tuned_mbs); no "
                     "recomputation (not stated); distributed optimizer (zero=1) and sequence "
@@ -268,20 +262,84 @@ def _runs_mcore() -> list[PublishedRun]:
     return out
 
 
+def _recipe_run(r: "published_recipes.Recipe") -> PublishedRun:
+    """A 2024-25 recipe of ``published_recipes.py`` as a published run (same fields, autoplan's names)."""
+    sh, lay = r.shape, r.layout
+    shape = ModelShape(sh.name, sh.layers, sh.hidden, sh.heads, sh.kv_heads, sh.ffn_hidden, sh.vocab, sh.seq_len,
+                       mlp="swiglu" if sh.swiglu else "gelu")
+    layout = dict(tp=lay.tp, pp=lay.pp, cp=lay.cp, dp=lay.dp, vp=lay.vp, mbs=lay.mbs, recompute=lay.recompute,
+                  sp=int(lay.sp), zero=lay.zero)
+    if lay.recompute_layers:                     # Megatron's block method: full recompute of the first N
+        layout.update(recompute="none", recompute_first=lay.recompute_layers)
+    old = "NeMo 24" in r.framework_version      # Megatron-Core 0.8-0.9 (2024); NeMo 25.x: 2025
+    framework = {"megatron": "megatron@2024" if old else "megatron",
+                 "torchtitan": "torchtitan@2024-async-tp" if "async TP" in lay.notes else "torchtitan"}[r.framework]
+    notes = []
+    if r.framework == "torchtitan" and lay.pp > 1 and lay.zero == 3:
+        # torch.distributed.pipelining keeps FSDP's parameters gathered from the first forward to the
+        # last backward of a step (no reshard between micro-batches): ZeRO-2's traffic and memory
+        layout["zero"] = 2
+        notes.append("FSDP under torch pipelining keeps parameters gathered over the step: costed as zero=2")
+    system = {"h100": "dgx-h100-80gb", "h200": "dgx-h200-141gb", "a100": "dgx-a100-80gb"}[r.gpu]
+    assumed = "; ".join(x for x in (r.assumed, r.gpu_note, *notes, "" if sh.swiglu else f"{sh.mlp} MLP costed as GeLU's "
+                                    "two matrices", "embeddings tied in the source: the head is counted apart"
+                                    if sh.tied_embeddings else "") if x)
+    return PublishedRun(r.name, f"{r.source} {r.row}", shape, f"{system}:{r.num_gpus // 8}", layout,
+                        lay.global_batch, r.precision, framework, r.step_time_s, r.derivation, assumed=assumed)
+
+
+def _runs_recipes() -> list[PublishedRun]:
+    return [_recipe_run(r) for r in published_recipes.RECIPES]
+
+
 def published_runs() -> list[PublishedRun]:
     return (_runs_sc21() + _runs_rar22() + [_run_bloom()] + _runs_mpt() + _runs_torchtitan()
-            + _runs_mcore())
+            + _runs_mcore() + _runs_recipes())
 
 
 # --------------------------------------------------------------------------------------------
-# costing
+# costing: exactly what `autoplan estimate --framework` does (estimate_argv gives the command)
 # --------------------------------------------------------------------------------------------
 
-def run_cluster(run: PublishedRun) -> ClusterProfile:
-    name, _, nodes = run.cluster.partition(":")
-    if name in SYSTEMS_BY_NAME:
-        return system_cluster(SYSTEMS_BY_NAME[name], int(nodes))
-    return catalogue_cluster(run.cluster)
+_SHAPES_DIR: Path | None = None
+
+
+def shape_file(shape: ModelShape) -> Path:
+    """The run's model as a shape JSON file (what a user gives ``--model``), written once per process."""
+    global _SHAPES_DIR
+    if _SHAPES_DIR is None:
+        _SHAPES_DIR = Path(tempfile.mkdtemp(prefix="autoplan-published-shapes-"))
+    path = _SHAPES_DIR / f"{shape.name}-{shape.seq_len}-{shape.kv_heads}.json"
+    if not path.exists():
+        write_json_atomic(path, shape.to_dict())
+    return path
+
+
+def layout_text(layout: dict) -> str:
+    """A run's layout as ``--layout`` text (``stage_blocks`` as 5/6/6/5)."""
+    parts = []
+    for k, v in layout.items():
+        if v is None:
+            continue
+        parts.append(f"{k}={'/'.join(map(str, v)) if isinstance(v, list) else v}")
+    return ",".join(parts)
+
+
+def estimate_kwargs(run: PublishedRun) -> dict:
+    """The arguments of :func:`autoplan.plan.api.estimate` (= ``autoplan estimate``) for the run."""
+    return dict(model=str(shape_file(run.model)), cluster=run.cluster, global_batch=run.global_batch,
+                layout=layout_text(run.layout), precision=run.precision, framework=run.framework)
+
+
+def estimate_argv(run: PublishedRun) -> list[str]:
+    """The command line that costs the run: ``autoplan estimate ... --json``."""
+    kw = estimate_kwargs(run)
+    return ["estimate", "--model", kw["model"], "--cluster", kw["cluster"], "--global-batch", str(kw["global_batch"]),
+            "--layout", kw["layout"], "--precision", kw["precision"], "--framework", kw["framework"], "--json"]
+
+
+def estimate_run(run: PublishedRun) -> tuple[Layout, Prediction]:
+    return estimate(**estimate_kwargs(run))
 
 
 def local_batch(run: PublishedRun) -> int:
@@ -295,23 +353,7 @@ def micro_batch_choices(run: PublishedRun) -> list[int]:
     return [d for d in range(1, local + 1) if local % d == 0]
 
 
-def run_problem(run: PublishedRun) -> Problem:
-    """The planning problem of a run: its model on its cluster, profiled for its software stack."""
-    cluster = run_cluster(run)
-    mbs = run.layout["mbs"]
-    sizes = {1, 2, 4, 8} | ({mbs} if mbs else set(micro_batch_choices(run)))
-    profile = analytic_model_profile(run.model, cluster, precision=run.precision, stack=run.stack,
-                                     mbs_list=tuple(sorted(sizes)))
-    train = TrainingConfig(global_batch=run.global_batch, precision=run.precision, stack=run.stack)
-    return Problem(profile, cluster, train, run.model.name, run.cluster)
-
-
-def published_layout(run: PublishedRun, pb: Problem) -> Layout:
-    """The run's layout as an autoplan layout (``stage_blocks``: its published pipeline partition)."""
-    return given_layout(pb, run.layout)
-
-
-def with_tuned_mbs(run: PublishedRun, pb: Problem) -> tuple[PublishedRun, str]:
+def with_tuned_mbs(run: PublishedRun) -> tuple[PublishedRun, str]:
     """The run with an unpublished micro-batch size (``mbs=None``) filled in, and a note saying so.
 
     A benchmark run is tuned for throughput, so the micro-batch size its authors did not state is
@@ -322,8 +364,7 @@ def with_tuned_mbs(run: PublishedRun, pb: Problem) -> tuple[PublishedRun, str]:
         return run, ""
     best: tuple[float, int] | None = None
     for mbs in micro_batch_choices(run):
-        lay = given_layout(pb, {**run.layout, "mbs": mbs})
-        _, pred = estimate_problem(pb, lay)
+        _, pred = estimate_run(replace(run, layout={**run.layout, "mbs": mbs}))
         if pred.fits and (best is None or pred.step_time_s < best[0]):
             best = (pred.step_time_s, mbs)
     mbs = best[1] if best else 1
@@ -331,14 +372,9 @@ def with_tuned_mbs(run: PublishedRun, pb: Problem) -> tuple[PublishedRun, str]:
 
 
 def expressible(run: PublishedRun) -> Layout:
-    """The run's layout, checked against its world, batch and model (LayoutError if refused)."""
-    pb = run_problem(run)
-    run, _ = with_tuned_mbs(run, pb)
-    lay = published_layout(run, pb)
-    sh = pb.profile.shape or {}
-    lay.check_against(pb.cluster.world_size, pb.profile.layer_names(), pb.train.global_batch,
-                      heads=sh.get("heads"), kv_heads=sh.get("kv_heads"))
-    return lay
+    """The run's layout as ``estimate`` takes it (AutoplanError if refused)."""
+    run, _ = with_tuned_mbs(run)
+    return estimate_run(run)[0]
 
 
 @dataclass
@@ -379,18 +415,21 @@ def _kernel_share(breakdown: dict[str, float]) -> float:
 def cost_run(run: PublishedRun, free: bool) -> Result:
     res = Result(run)
     try:
-        pb = run_problem(run)
-        res.run, res.note = with_tuned_mbs(run, pb)
-        lay = published_layout(res.run, pb)
-        _, pred = estimate_problem(pb, lay)
+        res.run, res.note = with_tuned_mbs(run)
+        lay, pred = estimate_run(res.run)
     except AutoplanError as e:
         res.error = f"not expressible: {e}"
         return res
     res.predicted_s, res.fits, res.peak_gib = pred.step_time_s, pred.fits, pred.peak_memory_bytes / 2 ** 30
     res.compute_s = _kernel_share(pred.breakdown_s)
     if free:
-        opts = SearchOptions(max_vp=max(4, lay.vp), top_k=1, **run.options)
+        # the same problem (make_problem, as solve builds it), the published degrees not imposed
+        kw = estimate_kwargs(res.run)
+        opts = SearchOptions(max_vp=max(4, lay.vp), top_k=1,
+                             per_layer_recompute=any(k.startswith("recompute_") for k in res.run.layout))
         try:
+            pb = make_problem(kw["model"], kw["cluster"], kw["global_batch"], precision=kw["precision"],
+                              framework=kw["framework"])
             best = search(pb.profile, pb.cluster, pb.train, opts).best[0]
             res.free_s, res.free_layout = best.predicted.step_time_s, best.layout.short()
         except AutoplanError as e:
@@ -427,7 +466,7 @@ def holdout_report(ok: list[Result]) -> list[str]:
             m, x = _errors([(r.predicted_at(f), r.run.step_time_s) for r in (h100 if judge == "H100" else a100)])
             lines.append(f"  one fraction for both chips, fitted on the {fit_on} runs ({f:.3f}), judged on the "
                          f"{judge} runs: mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
-    for hw in ("A100", "H100"):
+    for hw in ("A100", "H100", "H200"):
         sub = [r for r in ok if r.run.hardware == hw]
         if len(sub) < 2:
             continue
@@ -483,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(results)} runs, {len(ok)} expressible; mean |error| {statistics.fmean(errs) * 100:.1f}%, "
           f"max {max(errs) * 100:.1f}% ({max(ok, key=lambda r: abs(r.rel_err)).run.name}); "
           f"fit in memory: {sum(r.fits for r in ok)}/{len(ok)}")
-    for hw in ("A100", "H100"):
+    for hw in ("A100", "H100", "H200"):
         sub = [r for r in ok if r.run.hardware == hw]
         if sub:
             print(f"  {hw}: {len(sub)} runs, mean |error| {statistics.fmean(abs(r.rel_err) for r in sub) * 100:.1f}%, "
@@ -500,6 +539,15 @@ def main(argv: list[str] | None = None) -> int:
         same = [x for x in ok if x.run.hardware == r.run.hardware and x is not r]
         loo.append((r.predicted_at(fit_fraction(same)) if same else r.predicted_s, r.run.step_time_s))
     m, x = _errors(loo)
+    loso = []
+    for r in ok:
+        others = [x for x in ok if x.run.hardware == r.run.hardware and x.run.source_key != r.run.source_key]
+        loso.append((r.predicted_at(fit_fraction(others)) if others else r.predicted_s, r.run.step_time_s))
+    lm, lx = _errors(loso)
+    print(f"\nIN-SAMPLE (the shipped fraction, fitted on the 2021-24 runs): mean |error| "
+          f"{statistics.fmean(errs) * 100:.1f}%, max {max(errs) * 100:.1f}%")
+    print(f"LEAVE-ONE-SOURCE-OUT (each run predicted with the fraction fitted on the other sources' runs of its "
+          f"chip): mean |error| {lm * 100:.1f}%, max {lx * 100:.1f}%")
     print(f"\nhold-out: the sustained fraction per chip (assumptions.KernelAssumptions) is the one constant fitted "
           f"to these runs;\n  leave-one-out (each run predicted with the fraction fitted on the other runs of its "
           f"chip): mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")

@@ -13,6 +13,11 @@ interruption. The checkpoint may come from another plan of the same model. ``--f
 (for tests) makes rank 1 exit with code 1 when it reaches step ``N`` on torchrun's first attempt
 only, so that a restart (``--max-restarts``) resumes past it.
 
+Context-parallel plans (``cp > 1``) run as they are: every cp rank of a data-parallel group takes the
+same rows and :meth:`~autoplan.execute.apply.Parallelized.step` keeps its share of each sequence
+(chunks ``i`` and ``2*cp-1-i`` of ``2*cp``, tokens and labels alike); a plan whose sequence length
+does not divide by ``2*cp`` ends with one ``error:`` line.
+
 Rank 0 prints one line per step, then two summary lines:
 
     step 0 loss 5.577558 time_s 0.0412
@@ -112,9 +117,10 @@ def train(args: argparse.Namespace) -> None:
             os._exit(1)
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, vocab, args.seed)
         t0 = time.perf_counter()
-        # optimizer step while the loss is all-reduced (fp16: through the loss scaler), then local SGD's
+        # this DP rank's rows [mbs*m, s] (the same on its cp ranks; step keeps each one's sequence share); the
+        # optimizer step runs while the loss is all-reduced (fp16: through the loss scaler), then local SGD's
         # periodic parameter averaging (a lossy plan option)
-        loss = par.train_step(par.batch_slice(tokens), par.batch_slice(labels), opt)   # [mbs*m, s] each
+        loss = par.train_step(par.batch_slice(tokens), par.batch_slice(labels), opt)
         dt = time.perf_counter() - t0
         step_times.append(dt)
         if master:

@@ -104,14 +104,26 @@ def even_stages(n_layers: int, chunks: int) -> list[list[str]]:
     return [units[bounds[i]:bounds[i + 1]] for i in range(chunks)]
 
 
-def reference_run(shape: dict, *, global_batch: int, steps: int, lr: float, seed: int
-                  ) -> tuple[list[float], dict[str, Any]]:
-    """One process, full global batch, SGD: ``(loss per step, gradients of step 0 by name)``."""
+def build_test_model(model: dict | str, seed: int) -> tuple[Any, int, int]:
+    """``(module, vocab, seq_len)`` of ``model``: a transformer shape dict (the built-in model) or a
+    model spec string such as ``"hf:llama-tiny"``."""
+    from autoplan.models.registry import build_model_from_spec, model_seq_len, model_vocab
     from autoplan.models.transformer import ModelShape, build_model
 
-    s = ModelShape.from_dict(shape)
-    return train_reference(build_model(s, seed=seed), vocab=s.vocab, seq_len=s.seq_len, global_batch=global_batch,
-                           steps=steps, lr=lr, seed=seed)
+    if isinstance(model, dict):
+        s = ModelShape.from_dict(model)
+        return build_model(s, seed=seed), s.vocab, s.seq_len
+    module = build_model_from_spec(model, None, seed)
+    return module, model_vocab(module), model_seq_len(module)
+
+
+def reference_run(model: dict | str, *, global_batch: int, steps: int, lr: float, seed: int
+                  ) -> tuple[list[float], dict[str, Any]]:
+    """One process, full global batch, SGD: ``(loss per step, gradients of step 0 by name)``;
+    ``model`` as in :func:`build_test_model`."""
+    module, vocab, seq_len = build_test_model(model, seed)
+    return train_reference(module, vocab=vocab, seq_len=seq_len, global_batch=global_batch, steps=steps, lr=lr,
+                           seed=seed)
 
 
 def train_reference(model: Any, *, vocab: int, seq_len: int, global_batch: int, steps: int, lr: float, seed: int
@@ -137,26 +149,26 @@ def train_reference(model: Any, *, vocab: int, seq_len: int, global_batch: int, 
     return losses, grads
 
 
-def layouts_worker(rank: int, world_size: int, shape: dict, layouts: list[dict], steps: int, lr: float,
+def layouts_worker(rank: int, world_size: int, model: dict | str, layouts: list[dict], steps: int, lr: float,
                    seed: int) -> dict[str, tuple[list[float], dict[str, Any]]]:
     """Train each layout for ``steps`` SGD steps from the same init and data as :func:`reference_run`;
-    per layout key ``(loss per step, this rank's full gradients of step 0)``."""
+    per layout key ``(loss per step, this rank's full gradients of step 0)``. ``model`` as in
+    :func:`build_test_model`."""
     import torch
 
     from autoplan.execute.apply import parallelize
     from autoplan.execute.data import synthetic_batch
-    from autoplan.models.transformer import ModelShape, build_model
     from autoplan.plan.plan import Layout
 
-    s = ModelShape.from_dict(shape)
     out = {}
     for d in layouts:
         layout = Layout.from_dict(d)
-        par = parallelize(build_model(s, seed=seed), layout)
+        module, vocab, seq_len = build_test_model(model, seed)
+        par = parallelize(module, layout)
         opt = torch.optim.SGD(par.parameters(), lr=lr)
         losses, grads = [], {}
         for step in range(steps):
-            tokens, labels = synthetic_batch(step, layout.global_batch, s.seq_len, s.vocab, seed)
+            tokens, labels = synthetic_batch(step, layout.global_batch, seq_len, vocab, seed)
             losses.append(par.step(par.batch_slice(tokens), par.batch_slice(labels)))
             if step == 0:
                 grads = par.full_gradients()

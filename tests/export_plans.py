@@ -23,13 +23,32 @@ def catalogue_175b_plan() -> Plan:
     return solve_problem(make_problem("gpt3-175b", "dgx-a100-80gb:128", 1536))
 
 
+LAYOUTS = {
+    "ddp": "dp=8,zero=0",
+    "zero3": "dp=8,zero=3,recompute=full,mbs=2",
+    "tp_sp_pp_interleaved": "dp=2,tp=4,sp=1,pp=2,vp=2,mbs=1,recompute=selective",
+}
+"""the issue's layouts: DDP and ZeRO-3 on one node, TP+SP+PP interleaved on two"""
+LLAMA = ("llama3-8b", "dgx-a100-80gb:2", 64, "dp=4,tp=4,sp=1,mbs=1,zero=1,recompute=selective")
+"""the Llama plan (SwiGLU MLP, grouped-query attention): ZeRO-1 over 4 x TP+SP 4 on two nodes"""
+
+
 @lru_cache(maxsize=None)
 def done_when_plans() -> dict[str, Plan]:
-    """The issue's four: DDP, ZeRO-3, TP+SP+PP interleaved, and the 175B catalogue plan."""
+    """The issue's five: DDP, ZeRO-3, TP+SP+PP interleaved (GPT-3 shapes), a Llama plan and the 175B
+    catalogue plan."""
     return {
-        "ddp": plan_for("gpt3-350m", "dgx-a100-80gb:1", 64, "dp=8,zero=0"),
-        "zero3": plan_for("gpt3-1.3b", "dgx-a100-80gb:1", 64, "dp=8,zero=3,recompute=full,mbs=2"),
-        "tp_sp_pp_interleaved": plan_for("gpt3-1.3b", "dgx-a100-80gb:2", 64,
-                                         "dp=2,tp=4,sp=1,pp=2,vp=2,mbs=1,recompute=selective"),
+        "ddp": plan_for("gpt3-350m", "dgx-a100-80gb:1", 64, LAYOUTS["ddp"]),
+        "zero3": plan_for("gpt3-1.3b", "dgx-a100-80gb:1", 64, LAYOUTS["zero3"]),
+        "tp_sp_pp_interleaved": plan_for("gpt3-1.3b", "dgx-a100-80gb:2", 64, LAYOUTS["tp_sp_pp_interleaved"]),
+        "llama3_8b": plan_for(*LLAMA),
         "gpt3_175b": catalogue_175b_plan(),
     }
+
+
+@lru_cache(maxsize=None)
+def llama_layout_plans() -> dict[str, Plan]:
+    """The issue's layouts on Llama 3 8B, for frameworks that build only registered Llama models
+    (torchtitan)."""
+    return {name: plan_for("llama3-8b", "dgx-a100-80gb:2" if "pp" in name else "dgx-a100-80gb:1", 64, layout)
+            for name, layout in LAYOUTS.items()}

@@ -38,6 +38,9 @@ STEPS_BEFORE, STEPS_AFTER = 2, 2
 PAIRS = {
     "dp4-zero3->tp2xpp2": (dict(dp=4, num_microbatches=2, zero=3),
                            dict(tp=2, pp=2, mbs=2, num_microbatches=4, schedule="gpipe", stages=even_stages(4, 2))),
+    # context parallel: FSDP over the flattened dp x cp ranks, loaded into plain TP
+    "dp2xcp2-zero3->dp2xtp2": (dict(dp=2, cp=2, mbs=2, num_microbatches=1, zero=3),
+                               dict(dp=2, tp=2, mbs=2, num_microbatches=1)),
     "pp2xdp2-interleaved->dp2xtp2-zero3": (
         dict(dp=2, pp=2, vp=2, mbs=2, num_microbatches=2, schedule="interleaved", stages=even_stages(4, 4)),
         dict(dp=2, tp=2, mbs=4, num_microbatches=1, zero=3)),

@@ -5,7 +5,7 @@ Tiny fp32 GPT-2 and Llama (grouped-query attention, sharded safetensors) checkpo
 (:mod:`tests.hf_checkpoints`). Then, in one job of 4 gloo processes and one of 8 (TP x PP x DP; process
 start-up and gloo's groups dominate on CPU, so every layout of a job runs in the same processes):
 
-- for both models and the layouts DDP, ZeRO-3, TP+SP, PP 1F1B, interleaved and TP x PP x DP, the model is
+- for both models and the layouts DDP, ZeRO-3, TP+SP, PP 1F1B, interleaved, CP and TP x PP x DP, the model is
   built on the meta device and each rank reads its shards from the files; the first step's loss equals
   ``transformers``' own loss of the checkpoint on the same batch (1e-5), 20 SGD steps run on the corpus,
   the DCP checkpoint is exported to an HF directory that ``from_pretrained`` loads, and its weights equal
@@ -61,6 +61,7 @@ LAYOUTS = {   # 4 processes, global batch 8
     "pp4-1f1b": _layout(pp=4, mbs=2, num_microbatches=4, stages=even_stages(4, 4)),
     "pp2-interleaved x dp2": _layout(pp=2, vp=2, dp=2, mbs=2, num_microbatches=2, schedule="interleaved",
                                      stages=even_stages(4, 4)),
+    "cp2 x dp2": _layout(cp=2, dp=2, mbs=4),
 }
 LAYOUTS_8 = {"tp2 x pp2 x dp2": _layout(tp=2, pp=2, dp=2, mbs=2, num_microbatches=2, sp=1, zero=1,
                                         stages=even_stages(4, 2))}

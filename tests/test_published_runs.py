@@ -24,22 +24,24 @@ def pr():
 def test_runs_cover_the_range_the_issue_asks_for(pr):
     runs = pr.published_runs()
     assert len(runs) >= 20
-    assert {r.hardware for r in runs} == {"A100", "H100"}
+    assert {r.hardware for r in runs} == {"A100", "H100", "H200"}
     gpus = [r.gpus for r in runs]
     assert min(gpus) <= 8 and max(gpus) >= 3072
     assert len({r.name for r in runs}) == len(runs)
     for r in runs:
         assert r.source.startswith("[") and r.derivation and r.step_time_s > 0, r.name
-        assert r.model.name and r.precision in ("bf16", "fp16")
+        assert r.model.name and r.precision in ("bf16", "fp16", "fp8")
     assert any("llama" in r.model.name for r in runs) and any(r.layout.get("vp", 1) > 1 for r in runs)
+    new = [r for r in runs if r.precision == "fp8" or r.layout.get("cp", 1) > 1]
+    assert len(new) >= 20 and len({r.source_key for r in new}) >= 4
 
 
 def test_every_published_layout_is_expressible(pr):
     for run in pr.published_runs():
         lay = pr.expressible(run)
         assert lay.world_size == run.gpus and lay.global_batch == run.global_batch, run.name
-        for key in ("tp", "pp"):
-            assert getattr(lay, key) == run.layout[key], (run.name, key)
+        for key in ("tp", "pp", "cp"):
+            assert getattr(lay, key) == run.layout.get(key, 1), (run.name, key)
         if run.layout["mbs"] is None:    # not published: a divisor of the local batch is chosen
             assert pr.local_batch(run) % lay.mbs == 0, run.name
         else:
@@ -49,22 +51,20 @@ def test_every_published_layout_is_expressible(pr):
 def test_an_unpublished_micro_batch_is_the_fastest_that_fits_whatever_was_published(pr):
     from dataclasses import replace
 
-    from autoplan.plan.api import estimate_problem, given_layout
     run = next(r for r in pr.published_runs() if r.layout["mbs"] is None)
-    pb = pr.run_problem(run)
-    chosen, note = pr.with_tuned_mbs(run, pb)
+    chosen, note = pr.with_tuned_mbs(run)
     assert "not published" in note
     preds = {}
     for mbs in pr.micro_batch_choices(run):
-        _, pred = estimate_problem(pb, given_layout(pb, {**run.layout, "mbs": mbs}))
+        _, pred = pr.estimate_run(replace(run, layout={**run.layout, "mbs": mbs}))
         preds[mbs] = pred
     fitting = {k: p.step_time_s for k, p in preds.items() if p.fits}
     assert chosen.layout["mbs"] == min(fitting, key=fitting.get)
     for published in (run.step_time_s / 3, run.step_time_s * 3):   # the published time plays no part
-        again, _ = pr.with_tuned_mbs(replace(run, step_time_s=published), pb)
+        again, _ = pr.with_tuned_mbs(replace(run, step_time_s=published))
         assert again.layout["mbs"] == chosen.layout["mbs"]
     stated = replace(run, layout={**run.layout, "mbs": 1})
-    assert pr.with_tuned_mbs(stated, pb) == (stated, "")
+    assert pr.with_tuned_mbs(stated) == (stated, "")
 
 
 def test_uneven_published_stages_are_kept(pr):
@@ -81,3 +81,40 @@ def test_fit_recovers_a_known_fraction(pr):
     for r in res:   # published = prediction at fraction 0.5 * f0
         r.run = pr.PublishedRun(**{**run.__dict__, "step_time_s": r.predicted_at(0.5 * f0)})
     assert pr.fit_fraction(res) == pytest.approx(0.5 * f0, rel=1e-3)
+
+
+def test_the_command_line_costs_every_run_as_the_benchmark_does(pr):
+    """``autoplan estimate --framework ... --json`` (in process) prints the benchmark's prediction for every
+    run: the benchmark goes through exactly the command's code path."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from autoplan.cli import app
+    runner = CliRunner()
+    for run in pr.published_runs():
+        run, _ = pr.with_tuned_mbs(run)
+        _, pred = pr.estimate_run(run)
+        out = runner.invoke(app, pr.estimate_argv(run))
+        assert out.exit_code == 0, (run.name, out.output)
+        printed = json.loads(out.stdout)
+        assert printed["predicted"]["step_time_s"] == pred.step_time_s, run.name
+        assert printed["predicted"]["peak_memory_bytes"] == pred.peak_memory_bytes, run.name
+
+
+def test_solve_with_the_published_megatron_layout_agrees_with_the_benchmark(pr):
+    """``autoplan solve --framework megatron --layout <published>`` costs a Megatron run's published
+    degrees as the benchmark does (the solver places the layers; the step time is the same model's)."""
+    from autoplan.plan.api import solve
+    runs = [r for r in pr.published_runs() if r.framework.startswith("megatron") and r.gpus <= 64
+            and "recompute_first" not in r.layout]
+    assert runs
+    for run in runs:
+        run, _ = pr.with_tuned_mbs(run)
+        kw = pr.estimate_kwargs(run)
+        lay, pred = pr.estimate_run(run)
+        fixed = {k: v for k, v in run.layout.items() if k != "stage_blocks"}
+        plan = solve(kw["model"], kw["cluster"], kw["global_batch"], layout=fixed, precision=kw["precision"],
+                     framework=kw["framework"])
+        assert plan.layout.short() == lay.short(), run.name
+        assert plan.predicted.step_time_s == pytest.approx(pred.step_time_s, rel=0.02), run.name

@@ -13,14 +13,16 @@ Order of application:
 
 0. **validate** (no collective, so every rank fails alike): world size, stage unit names,
    TP degree against heads/KV heads/MLP width, micro-batch count against the schedule.
-1. **mesh** ``(pp, dp, tp)``, tp innermost (:mod:`autoplan.execute.mesh`).
+1. **mesh** ``(pp, dp, cp, tp)``, tp innermost (:mod:`autoplan.execute.mesh`; no cp dim when cp = 1).
 2. **pipeline split** (:mod:`autoplan.execute.pp`): deep-copy the model once per chunk this rank owns
    and delete the units it does not (the caller's model is never changed).
-3. per chunk, **tensor parallel** on every block (:mod:`autoplan.execute.tp`; sequence parallel
+3. per chunk, **context parallel** when ``cp > 1`` (:mod:`autoplan.execute.cp`): every attention core
+   exchanges K/V over the cp group, position-using modules get the rank's global positions,
+   then **tensor parallel** on every block (:mod:`autoplan.execute.tp`; sequence parallel
    when ``sp == 1``),
 4. then **activation recompute** per block (:mod:`autoplan.models.recompute`),
-5. then **data parallel** (:mod:`autoplan.execute.dp`): DDP (ZeRO-0 without TP or PP), else
-   ``fully_shard`` per block then root.
+5. then **data parallel** (:mod:`autoplan.execute.dp`) over ``dp`` (``dp x cp`` when ``cp > 1``):
+   DDP (ZeRO-0 without TP or PP), else ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
 
 A model built on the meta device with a checkpoint to read (``hf:DIR``, ``model.checkpoint_weights``)
@@ -39,7 +41,10 @@ gradients on any rank, and updates the scale; the loss it returns is unscaled.
 Loss and gradients: the loss is the mean token cross-entropy over the whole global batch
 (``dp * mbs * num_microbatches`` rows). Each micro-batch loss is a mean over its tokens; micro-batches
 are averaged (``1 / num_microbatches`` on each backward, or the schedule's ``scale_grads``) and DP
-averages over ranks, so the gradients equal those of one process on the full batch.
+averages over ranks, so the gradients equal those of one process on the full batch. Under context
+parallel every cp rank of a DP group gets the same rows and :meth:`Parallelized.step` keeps its
+share of each sequence (tokens and labels cut alike); its loss is the mean over those tokens and
+gradients are averaged over ``dp x cp``, which is again the full-batch gradient.
 """
 
 from __future__ import annotations
@@ -55,19 +60,23 @@ from torch.distributed.pipelining.schedules import PipelineScheduleMulti, Pipeli
 from torch.distributed.tensor import DTensor
 
 from autoplan.errors import InputError, LaunchError, LayoutError
+from autoplan.execute.cp import apply_cp, check_context_parallel, torch_ring_available
 from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
+from autoplan.execute.fp8 import check_fp8, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
 from autoplan.models.recompute import apply_recompute, canonical_name
 from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
+from autoplan.models.attention import SequenceShard
 from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+"""precision -> the 16-bit dtype layers compute in (fp8: bf16 outside the fp8 GEMMs, execute/fp8.py)"""
 """training precision -> the 16-bit compute dtype of mixed precision (``None``: plain fp32)"""
 
 
@@ -85,7 +94,7 @@ class PendingLoss:
     work: dist.Work
     """the in-place all-reduce of ``total`` over every rank"""
     count: int
-    """how many micro-batch means are summed: ``num_microbatches * dp * tp``"""
+    """how many micro-batch means are summed: ``num_microbatches * dp * cp * tp``"""
 
     def value(self) -> float:
         """The loss (waits for the all-reduce; the same float on every rank)."""
@@ -115,6 +124,8 @@ class Parallelized:
     """local SGD (``layout.sync_every > 1``): averages parameters over dp every ``sync_every`` steps"""
     grad_scaler: LossScaler | None = None
     """fp16: the dynamic loss scaler (``None`` for fp32 and bf16, which need none)"""
+    sequence_shard: SequenceShard | None = None
+    """context parallel (``cp > 1``): the share of every sequence this rank trains on"""
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """``optimizer.step()``; under fp16, through the loss scaler: gradients unscaled, the step
@@ -166,7 +177,8 @@ class Parallelized:
         return self.mesh.pp * self.layout.vp - 1 in self.stage_ids if self.mesh.pp_enabled else True
 
     def batch_slice(self, global_batch: torch.Tensor) -> torch.Tensor:
-        """This DP rank's rows of a global batch ``[dp * mbs * num_microbatches, ...]``."""
+        """This DP rank's rows of a global batch ``[dp * mbs * num_microbatches, ...]`` (the same on
+        every cp rank of the DP group: :meth:`step` takes each one's share of the sequence)."""
         return dp_slice(global_batch, dp_rank=self.dp_rank, dp_size=self.dp_size)
 
     def parameters(self) -> Iterator[nn.Parameter]:
@@ -190,6 +202,8 @@ class Parallelized:
 
         ``tokens``, ``labels``: int64 ``[mbs * num_microbatches, s]``, this DP rank's slice (every
         rank of a DP group passes the same; the first PP stage uses the tokens, the last the labels).
+        Under context parallel both are cut to this rank's share of each sequence here, so ``s``
+        must divide by ``2 * cp`` (:class:`InputError` otherwise, on every rank alike).
         Gradients are left in the parameters (accumulated onto any present), for the optimizer.
         Waits for the loss's all-reduce over every rank; :meth:`step_async` lets the optimizer step
         run first.
@@ -208,16 +222,28 @@ class Parallelized:
         final backward) before it may step; started here and waited on later, it costs nothing on
         the critical path.
         """
-        n = self.layout.num_microbatches
+        tokens, labels = self._local_rows(tokens, labels)
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            loss_sum, reduced = self._forward_backward(tokens, labels)
+        return PendingLoss(total=loss_sum, work=reduced, count=self._loss_count)
+
+    def _local_rows(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Check a step's ``[mbs * num_microbatches, s]`` rows; keep this cp rank's share of the sequence;
+        move them to the device."""
         for name, t in (("tokens", tokens), ("labels", labels)):
             if t.dim() != 2 or t.shape[0] != self.rows_per_rank:
                 raise InputError(f"step: {name} must be [mbs*num_microbatches={self.rows_per_rank}, seq], "
                                  f"got {list(t.shape)}")
-        tokens, labels = tokens.to(self.device), labels.to(self.device)
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            loss_sum, reduced = self._forward_backward(tokens, labels)
-        # Every last-stage rank (dp * tp of them) holds the sum of its n micro-batch means.
-        return PendingLoss(total=loss_sum, work=reduced, count=n * self.mesh.dp * self.mesh.tp)
+        if self.sequence_shard is not None:
+            tokens, labels = self.sequence_shard.take(tokens, dim=1), self.sequence_shard.take(labels, dim=1)
+        return tokens.to(self.device), labels.to(self.device)
+
+    @property
+    def _loss_count(self) -> int:
+        """How many micro-batch means the all-reduced loss sum holds: every last-stage rank (dp * cp * tp of
+        them) adds its n micro-batch means (under cp each a mean over its share of the tokens; the shares
+        are equal)."""
+        return self.layout.num_microbatches * self.mesh.dp * self.mesh.cp * self.mesh.tp
 
     def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dist.Work]:
         """Run the step's micro-batches: ``(this rank's sum of micro-batch mean losses, its all-reduce)``.
@@ -254,7 +280,7 @@ class Parallelized:
         """Forward only (no gradients, parameters unchanged) of one step's rows: the global mean loss,
         the same float on every rank. Arguments as for :meth:`step`; under PP the schedule's ``eval``."""
         n = self.layout.num_microbatches
-        tokens, labels = tokens.to(self.device), labels.to(self.device)
+        tokens, labels = self._local_rows(tokens, labels)
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         with torch.no_grad(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
                                              enabled=self.autocast_dtype is not None):
@@ -269,7 +295,7 @@ class Parallelized:
                 for loss in losses:
                     loss_sum += loss.detach().double() / scale
         dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
-        return float(loss_sum) / (n * self.mesh.dp * self.mesh.tp)
+        return float(loss_sum) / self._loss_count
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:
@@ -300,7 +326,7 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
     if precision not in PRECISIONS:
         raise LayoutError(f"training precision must be one of {'|'.join(PRECISIONS)}, got {precision!r}")
     if layout.world_size != world_size:
-        raise LaunchError(f"plan needs dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.world_size} "
+        raise LaunchError(f"plan needs {layout.world_formula(values=True)} = {layout.world_size} "
                           f"processes but the launch has world size {world_size}")
     if layout.stages:
         flat = [n for st in layout.stages for n in st]
@@ -328,6 +354,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     plan's ``training.precision``, and to fp32 for a bare layout.
     """
     layout = plan_or_layout.layout if isinstance(plan_or_layout, Plan) else plan_or_layout
+    if isinstance(plan_or_layout, Plan):
+        plan_or_layout.check_runnable_here()
     if precision is None:
         precision = plan_or_layout.training.precision if isinstance(plan_or_layout, Plan) else "fp32"
     if not dist.is_initialized():
@@ -336,11 +364,15 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     check_launch(layout, world_size=dist.get_world_size(), unit_names=model.unit_names(),
                  heads=getattr(shape, "heads", None), kv_heads=getattr(shape, "kv_heads", None),
                  ffn_hidden=getattr(shape, "ffn_hidden", None), precision=precision)
+    check_context_parallel(model, layout.cp, plan_or_layout.training.seq_len if isinstance(plan_or_layout, Plan)
+                           else None)
     low = PRECISIONS[precision]
     device = device if device is not None else default_device()
+    if precision == "fp8":
+        check_fp8(device, layout.tp)
     loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
 
-    mesh = build_mesh(device.type, pp=layout.pp, dp=layout.dp, tp=layout.tp)
+    mesh = build_mesh(device.type, pp=layout.pp, dp=layout.dp, tp=layout.tp, cp=layout.cp)
     if mesh.pp_enabled:
         ids = stage_ids(mesh.rank("pp"), pp=layout.pp, vp=layout.vp)
         chunks = split_model(model, layout.stages, ids)
@@ -350,7 +382,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
 
     tp_plan = getattr(model, "tp_plan", None) or REFERENCE_TP_PLAN   # the model's own, if it has one
     runners = []
-    fsdp = mesh.dp_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
+    fsdp = mesh.grad_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
+    shard = None
     # A model built on the meta device (hf:DIR with load_weights) is laid out first and then each chunk's
     # local shards are allocated and read from its checkpoint: before DDP (which broadcasts whole
     # parameters when it wraps), after fully_shard (so a rank allocates only its shard).
@@ -358,6 +391,10 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     for chunk in chunks:
         if weights is None:
             chunk.to(device)
+        if precision == "fp8":
+            convert_to_fp8(chunk)
+        if mesh.cp_enabled:
+            shard = apply_cp(chunk, mesh.get("cp"), use_torch_ring=torch_ring_available(device.type))
         if mesh.tp_enabled:
             apply_tp(list(chunk.blocks.values()), mesh.get("tp"), colwise=tp_plan.colwise, rowwise=tp_plan.rowwise,
                      sequence_parallel=bool(layout.sp), sp_norms=tp_plan.sp_norms, sp_gather=tp_plan.sp_gather)
@@ -366,8 +403,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
             apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
         if weights is not None and not fsdp:
             weights.materialize(chunk, device)
-        if mesh.dp_enabled:
-            runners.append(apply_dp(chunk, chunk.blocks, mesh.get("dp"), zero=layout.zero, tp=layout.tp,
+        if mesh.grad_enabled:
+            runners.append(apply_dp(chunk, chunk.blocks, mesh.grad_mesh(), zero=layout.zero, tp=layout.tp,
                                     pipelined=mesh.pp_enabled, param_dtype=low,
                                     grad_compression=layout.grad_compression).runner)
         else:
@@ -389,4 +426,4 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                                          process_group=mesh.get("dp").get_group())
     return Parallelized(modules=chunks, runners=runners, mesh=mesh, layout=layout, loss_fn=loss_fn,
                         device=device, schedule=schedule, stage_ids=ids, autocast_dtype=None if fsdp else low,
-                        averager=averager, grad_scaler=scaler)
+                        averager=averager, grad_scaler=scaler, sequence_shard=shard)

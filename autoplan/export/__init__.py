@@ -3,10 +3,14 @@
 One module per framework, each a pure function from a :class:`~autoplan.plan.plan.Plan` to an
 :class:`~autoplan.export.common.Export` (the file's text, the same as data, and warnings):
 
-- :mod:`~autoplan.export.megatron`: Megatron-LM command-line arguments;
-- :mod:`~autoplan.export.torchtitan`: a torchtitan TOML job config;
-- :mod:`~autoplan.export.deepspeed`: a DeepSpeed JSON config;
+- :mod:`~autoplan.export.megatron`: the Megatron-LM command (torchrun ``pretrain_gpt.py`` and its arguments);
+- :mod:`~autoplan.export.torchtitan`: the torchtitan 0.3 command (``--to torchtitan``), or the TOML job
+  config of torchtitan <= 0.2 (``--to torchtitan-toml``);
+- :mod:`~autoplan.export.deepspeed`: a DeepSpeed JSON config (its ``deepspeed`` launch line in ``launch``);
 - :mod:`~autoplan.export.accelerate`: an Accelerate config (FSDP2, or the Megatron-LM plugin).
+
+Each export carries the launch line with the plan's nodes and devices (``Export.launch``) and warns
+when the plan was costed for another framework (``solve --framework``) than the one it is exported to.
 
 What a framework cannot express is refused (:class:`~autoplan.export.common.ExportRefused`, one
 line, exit code 2) or approximated with a warning that says what changes.
@@ -19,6 +23,8 @@ from autoplan.export.common import Export, ExportRefused
 from autoplan.plan.plan import Plan
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "accelerate")
+LEGACY_FORMATS = ("torchtitan-toml",)
+"""older formats a framework's newest release no longer reads"""
 
 
 def export_plan(plan: Plan, framework: str, source: str = "") -> Export:
@@ -27,13 +33,15 @@ def export_plan(plan: Plan, framework: str, source: str = "") -> Export:
         from autoplan.export.megatron import export_megatron as fn
     elif framework == "torchtitan":
         from autoplan.export.torchtitan import export_torchtitan as fn
+    elif framework == "torchtitan-toml":
+        from autoplan.export.torchtitan import export_torchtitan_toml as fn
     elif framework == "deepspeed":
         from autoplan.export.deepspeed import export_deepspeed as fn
     elif framework == "accelerate":
         from autoplan.export.accelerate import export_accelerate as fn
     else:
-        raise InputError(f"--to must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+        raise InputError(f"--to must be one of {', '.join(FRAMEWORKS + LEGACY_FORMATS)}, got {framework!r}")
     return fn(plan, source)
 
 
-__all__ = ["Export", "ExportRefused", "FRAMEWORKS", "export_plan"]
+__all__ = ["Export", "ExportRefused", "FRAMEWORKS", "LEGACY_FORMATS", "export_plan"]

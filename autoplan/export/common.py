@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
 from autoplan.jsonio import write_text_atomic
-from autoplan.plan.cost import data_parallel_wrapper
+from autoplan.models.shapes import ModelShape
+from autoplan.plan.groups import data_parallel_wrapper
 from autoplan.plan.plan import Layout, Plan
 
 BLOCK = re.compile(r"^block\.(\d+)$")
+NORM_EPS = 1e-5
+"""autoplan's reference transformer: RMSNorm with this epsilon (:mod:`autoplan.models.transformer`)"""
 
 
 class ExportRefused(InputError):
@@ -29,17 +32,19 @@ class ExportRefused(InputError):
 class Export:
     framework: str
     format: str
-    """``args`` (command-line arguments), ``toml``, ``json`` or ``yaml``"""
+    """``sh`` (a command line: Megatron-LM, torchtitan 0.3), ``toml``, ``json`` or ``yaml``"""
     text: str
     """the file's content"""
     config: dict
     """what ``text`` encodes, as data"""
     warnings: list[str] = field(default_factory=list)
     """what the framework cannot express exactly, and what changes because of it"""
+    launch: str = ""
+    """the command that starts the framework on the plan's nodes and devices (also in ``text``)"""
 
     def to_dict(self) -> dict:
         return {"framework": self.framework, "format": self.format, "config": self.config,
-                "warnings": self.warnings, "text": self.text}
+                "warnings": self.warnings, "launch": self.launch, "text": self.text}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``text`` to ``path`` via a temporary file and a rename (never half-written)."""
@@ -144,3 +149,45 @@ def lossy_warning(layout: Layout, framework: str, warnings: list[str], *, fp16_a
 
 def precision_of(plan: Plan) -> str:
     return plan.training.precision
+
+
+def model_shape(plan: Plan) -> ModelShape | None:
+    """The plan's transformer shape (None for a model given as a factory or a measured profile)."""
+    return ModelShape.from_dict(plan.training.shape, "training.shape") if plan.training.shape else None
+
+
+def nodes_and_devices(plan: Plan) -> tuple[int, int]:
+    """(nodes, devices per node) of the plan: a catalogue cluster ``NAME:NODES`` gives its node count;
+    any other cluster is taken as one node holding the whole world."""
+    world = plan.layout.world_size
+    spec = plan.training.cluster_spec
+    tail = spec.rsplit(":", 1)[1] if ":" in spec else ""
+    nodes = int(tail) if tail.isdigit() and int(tail) > 0 and world % int(tail) == 0 else 1
+    return nodes, world // nodes
+
+
+def torchrun_prefix(plan: Plan) -> str:
+    """``torchrun`` with the plan's nodes and devices per node (run the same line on every node)."""
+    nodes, per_node = nodes_and_devices(plan)
+    rdzv = " --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500" if nodes > 1 else ""
+    return f"torchrun --nnodes {nodes} --nproc-per-node {per_node}{rdzv}"
+
+
+def megatron_launch_env(layout: Layout, megatron_fsdp: bool = False) -> str:
+    """The environment Megatron-LM's start-up check asks for (``validate_args`` in
+    ``megatron/training/arguments.py``): with tensor or context parallel on GPUs before Blackwell,
+    ``CUDA_DEVICE_MAX_CONNECTIONS=1`` (kernels queue in launch order, so TP communication overlaps
+    compute); Megatron-FSDP asks for the opposite, so it gets none."""
+    if (layout.tp > 1 or getattr(layout, "cp", 1) > 1) and not megatron_fsdp:
+        return "CUDA_DEVICE_MAX_CONNECTIONS=1 "
+    return ""
+
+
+def framework_warning(plan: Plan, runs_as: str, framework: str, warnings: list[str]) -> None:
+    """A plan costed for another stack than the one the export runs on (``runs_as``, in the names of
+    solve's ``--framework``): say so, since its step time and memory are the other stack's."""
+    costed_for = getattr(plan.training, "framework", "autoplan") or "autoplan"
+    if costed_for.partition("@")[0] != runs_as:
+        warnings.append(f"the plan was costed for --framework {costed_for}, not {runs_as}: its predicted step time "
+                        f"and memory are {costed_for}'s, not {framework}'s (solve with --framework {runs_as} "
+                        f"for {framework}'s costs)")

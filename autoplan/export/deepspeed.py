@@ -11,28 +11,37 @@ global batch, mbs, m        ``train_batch_size``, ``train_micro_batch_size_per_g
 zero                        ``zero_optimization.stage``; ZeRO-0 with TP or PP, which autoplan runs
                             sharded, is stage 1 (what the plan's memory counted is closer to it)
 tp                          ``tensor_parallel.autotp_size`` (AutoTP training)
-pp                          ``pipeline`` (read by ``PipelineEngine``; the stage count itself is
-                            ``PipelineModule(num_stages=pp)`` in the training script)
-recompute full              ``pipeline.activation_checkpoint_interval: 1`` with PP; without PP the
-                            script calls ``deepspeed.checkpointing.checkpoint`` per block
+pp                          nothing in the file: the stage count and the split are
+                            ``PipelineModule(num_stages=pp, partition_method=...)`` in the training
+                            script (DeepSpeed never reads ``pipeline.stages`` / ``pipeline.partition``)
+recompute full              ``pipeline.activation_checkpoint_interval: 1`` with PP (read by
+                            ``PipelineEngine``); without PP the script calls
+                            ``deepspeed.checkpointing.checkpoint`` per block
 precision                   ``bf16.enabled`` / ``fp16.enabled``
+optimizer                   ``optimizer.type`` AdamW or SGD (learning rate: the script's), and
+                            ``gradient_clipping: 1.0``
 fp16 gradient compression   ``communication_data_type: "fp16"``
 ==========================  ===================================================================
 
-DeepSpeed's pipeline engine runs ZeRO stage 1 at most, one chunk per rank (no interleaving), and
-partitions layers itself (``partition_method``); it has no sequence parallel for TP and no selective
-recomputation. Those are refused or approximated with a warning.
+DeepSpeed's pipeline engine runs ZeRO stage 1 at most (``PipelineEngine`` asserts it), one chunk per
+rank (no interleaving), and partitions layers itself; AutoTP builds a (world / tp, tp) device mesh
+with no pipeline axis, so TP together with PP is refused; AutoTP has no sequence parallel, DeepSpeed
+no selective recomputation. Those are refused or approximated with a warning. The launch line is
+``deepspeed`` with the plan's nodes and GPUs per node (``Export.launch``; JSON has no comments).
 """
 
 from __future__ import annotations
 
 import json
 
-from autoplan.export.common import (Export, ExportRefused, chain_stages, lossy_warning, sharded_data_parallel,
-                                    sharded_zero0_note, uniform_recompute)
+from autoplan.export.common import (Export, ExportRefused, chain_stages, framework_warning, lossy_warning,
+                                    nodes_and_devices, sharded_data_parallel, sharded_zero0_note, uniform_recompute)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "DeepSpeed"
+DEEPSPEED_CHECKED = "0.19.8"
+"""the DeepSpeed release whose config classes the tests load this export into"""
+OPTIMIZER_TYPES = {"adamw": "AdamW", "sgd": "SGD"}
 
 
 def zero_stage(plan: Plan) -> int:
@@ -47,8 +56,16 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
     lay, tr = plan.layout, plan.training
     warnings: list[str] = []
     stages = chain_stages(plan, FRAMEWORK) if lay.pp > 1 else None
+    framework_warning(plan, "deepspeed", FRAMEWORK, warnings)
     lossy_warning(lay, FRAMEWORK, warnings, fp16_allowed=True)
     stage = zero_stage(plan)
+    if lay.pp > 1 and lay.tp > 1:
+        raise ExportRefused(f"cannot export to {FRAMEWORK}: its AutoTP builds a (world/tp, tp) device mesh with no "
+                            f"pipeline axis, so tp={lay.tp} with pp={lay.pp} is not a layout it runs (solve with "
+                            f"--layout tp=1 or pp=1 for {FRAMEWORK})")
+    if getattr(lay, "cp", 1) > 1:
+        raise ExportRefused(f"cannot export to {FRAMEWORK}: it has no ring context parallel (its Ulysses sequence "
+                            f"parallel splits heads, not the sequence of attention); solve with --layout cp=1")
     if lay.pp > 1 and stage > 1:
         raise ExportRefused(f"cannot export to {FRAMEWORK}: its pipeline engine runs ZeRO stage 1 at most, and this "
                             f"plan shards with ZeRO-{lay.zero} over pp={lay.pp} stages (solve with --layout zero=1 "
@@ -61,6 +78,8 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
         "train_micro_batch_size_per_gpu": lay.mbs,
         "gradient_accumulation_steps": lay.num_microbatches,
         "zero_optimization": {"stage": stage},
+        "optimizer": {"type": OPTIMIZER_TYPES[tr.optimizer]},
+        "gradient_clipping": 1.0,
     }
     if tr.precision == "bf16":
         cfg["bf16"] = {"enabled": True}
@@ -82,8 +101,7 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
     if lay.pp > 1:
         counts = [s.num_blocks for s in stages]
         even = len(set(counts)) == 1
-        cfg["pipeline"] = {"stages": lay.pp, "partition": "uniform" if even else "parameters",
-                           "activation_checkpoint_interval": 1 if mode == "full" else 0}
+        cfg["pipeline"] = {"activation_checkpoint_interval": 1 if mode == "full" else 0}
         if lay.vp > 1:
             warnings.append(f"{FRAMEWORK}'s pipeline runs one chunk per rank (no interleaved schedule): vp={lay.vp} "
                             f"is dropped, so the bubble grows from (p-1)/(v*m) to (p-1)/m of the step and each rank "
@@ -96,8 +114,8 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
                             f"uneven stages ({counts} blocks per stage) are approximated by 'parameters', which "
                             f"balances parameter counts instead of the plan's measured times")
         warnings.append(f"give the training script PipelineModule(num_stages={lay.pp}, partition_method="
-                        f"'{cfg['pipeline']['partition']}'); {FRAMEWORK} takes the stage count from the module, "
-                        f"not from this file")
+                        f"'{'uniform' if even else 'parameters'}'); {FRAMEWORK} takes the stage count and the split "
+                        f"from the module, not from this file")
     elif mode == "full":
         cfg["activation_checkpointing"] = {"partition_activations": False}
         warnings.append(f"full recomputation: the training script wraps each block in "
@@ -105,7 +123,14 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
     return cfg, warnings
 
 
+def launch_line(plan: Plan) -> str:
+    """The ``deepspeed`` launcher with the plan's nodes and GPUs per node (a hostfile lists the nodes)."""
+    nodes, per_node = nodes_and_devices(plan)
+    hosts = " --hostfile hostfile" if nodes > 1 else ""
+    return f"deepspeed{hosts} --num_nodes {nodes} --num_gpus {per_node} train.py --deepspeed_config THIS_FILE"
+
+
 def export_deepspeed(plan: Plan, source: str = "") -> Export:
     cfg, warnings = deepspeed_config(plan)
     return Export(framework="deepspeed", format="json", text=json.dumps(cfg, indent=2) + "\n", config=cfg,
-                  warnings=warnings)
+                  warnings=warnings, launch=launch_line(plan))

@@ -1,13 +1,23 @@
-"""Megatron-LM command-line arguments (``pretrain_gpt.py``) for a plan.
+"""The Megatron-LM command (``torchrun ... pretrain_gpt.py`` and its arguments) for a plan.
 
-Argument names are Megatron-LM's (``megatron/training/arguments.py``); most are generated from
-megatron-core's ``TransformerConfig`` / ``DistributedDataParallelConfig`` fields (``--field-name``
-for ``field_name``), which is what the tests load them into:
+Argument names are Megatron-LM's (``megatron/training/arguments.py``, not packaged on PyPI); most are
+generated from megatron-core's ``TransformerConfig`` / ``DistributedDataParallelConfig`` /
+``OptimizerConfig`` fields (``--field-name`` for ``field_name``), which is what the tests load them into:
 
 ==========================  ===================================================================
 plan                        arguments
 ==========================  ===================================================================
-tp, sp                      ``--tensor-model-parallel-size``, ``--sequence-parallel``
+model shape                 ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
+                            ``--group-query-attention --num-query-groups`` (kv_heads < heads),
+                            ``--swiglu`` (SwiGLU MLP; GeLU is Megatron's default), and autoplan's
+                            reference model: ``--normalization RMSNorm --norm-epsilon 1e-5
+                            --disable-bias-linear --untie-embeddings-and-output-weights``, no dropout,
+                            ``--position-embedding-type rope`` (autoplan's model has no position
+                            encoding; rope adds no parameters)
+vocabulary                  ``--tokenizer-type NullTokenizer --vocab-size V-1`` (it adds one id) and a
+                            ``--make-vocab-size-divisible-by`` that leaves V unpadded
+tp, sp, cp                  ``--tensor-model-parallel-size``, ``--sequence-parallel``,
+                            ``--context-parallel-size``
 pp, vp, stages              ``--pipeline-model-parallel-size``; even chunks: nothing, or
                             ``--num-layers-per-virtual-pipeline-stage``; uneven first/last stage
                             only: ``--decoder-first-pipeline-num-layers`` /
@@ -21,18 +31,29 @@ recompute                   ``--recompute-granularity selective`` (attention cor
                             full recompute with the same count per chunk: ``--recompute-method block``
 data parallel sharded       ``--use-distributed-optimizer`` (ZeRO 1/2, and ZeRO-0 with TP/PP, which
                             autoplan runs sharded); ZeRO-3: ``--use-megatron-fsdp
-                            --data-parallel-sharding-strategy optim_grads_params``
-precision                   ``--bf16`` / ``--fp16``
+                            --data-parallel-sharding-strategy optim_grads_params
+                            --use-distributed-optimizer --no-gradient-accumulation-fusion
+                            --ckpt-format fsdp_dtensor``
+precision, optimizer        ``--bf16`` / ``--fp16``; ``--optimizer adam`` (AdamW) or ``sgd``,
+                            ``--clip-grad 1.0``
+launch                      ``torchrun --nnodes N --nproc-per-node G`` with the plan's nodes, after
+                            ``CUDA_DEVICE_MAX_CONNECTIONS=1`` where Megatron-LM asks for it (TP or CP)
 ==========================  ===================================================================
 """
 
 from __future__ import annotations
 
-from autoplan.export.common import (Export, ExportRefused, StageUnits, chain_stages, lossy_warning, num_blocks,
-                                    recompute_counts, sharded_data_parallel, sharded_zero0_note)
+import math
+import shlex
+
+from autoplan.export.common import (NORM_EPS, Export, ExportRefused, StageUnits, chain_stages, framework_warning,
+                                    lossy_warning, megatron_launch_env, model_shape, nodes_and_devices, num_blocks,
+                                    recompute_counts, sharded_data_parallel, sharded_zero0_note, torchrun_prefix)
 from autoplan.plan.plan import Plan
 
 FRAMEWORK = "Megatron-LM"
+MEGATRON_CORE_CHECKED = "0.16.1"
+"""the megatron-core release whose config classes the tests load this export into"""
 
 
 def pipeline_layout_string(stages: list[StageUnits]) -> str:
@@ -46,7 +67,7 @@ def pipeline_layout_string(stages: list[StageUnits]) -> str:
     return "|".join(segs)
 
 
-def _pipeline_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
+def pipeline_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
     lay = plan.layout
     counts = [s.num_blocks for s in stages]
     out: dict = {"pipeline_model_parallel_size": lay.pp}
@@ -71,7 +92,7 @@ def _pipeline_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) ->
     return out
 
 
-def _recompute_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
+def recompute_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -> dict:
     lay = plan.layout
     if not lay.recompute_layers:
         mode = lay.recompute
@@ -101,37 +122,78 @@ def _recompute_args(plan: Plan, stages: list[StageUnits], warnings: list[str]) -
     return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
 
 
+def vocab_args(vocab: int, tp: int, warnings: list[str], framework: str = FRAMEWORK) -> dict:
+    """Megatron-LM's ``NullTokenizer`` with the plan's vocabulary. Megatron pads the tokenizer's size
+    (``--vocab-size`` plus one end-of-document id) up to a multiple of ``--make-vocab-size-divisible-by``
+    times tp; the divisor chosen here leaves the plan's vocabulary unpadded."""
+    out: dict = {"tokenizer_type": "NullTokenizer", "vocab_size": vocab - 1}
+    if vocab % tp:
+        warnings.append(f"vocabulary {vocab} is not a multiple of tp={tp}: {framework} pads it to "
+                        f"{-(-vocab // tp) * tp} rows (a little more embedding and head memory than planned)")
+        out["make_vocab_size_divisible_by"] = 1
+    else:
+        out["make_vocab_size_divisible_by"] = math.gcd(vocab // tp, 128)
+    return out
+
+
+def model_args(plan: Plan, warnings: list[str], framework: str = FRAMEWORK) -> dict:
+    """The plan's transformer as Megatron-LM model arguments: autoplan's reference model
+    (:mod:`autoplan.models.transformer`) is pre-norm RMSNorm, bias-free linears, untied embedding and
+    output weights, no dropout, a GeLU or SwiGLU MLP of ``ffn_hidden`` and grouped-query attention
+    when ``kv_heads < heads``. It has no position encoding; rotary embeddings (no parameters) stand in
+    for it, which is what a Llama-shaped model uses."""
+    sh = model_shape(plan)
+    if sh is None:
+        warnings.append(f"the plan's model has no transformer shape: add {framework}'s model arguments "
+                        f"(--num-layers, --hidden-size, ...) yourself")
+        return {}
+    tp = plan.layout.tp
+    if sh.kv_heads % tp:
+        raise ExportRefused(f"cannot export to {framework}: it splits whole key/value head groups over TP ranks "
+                            f"(--num-query-groups divisible by tp) and this model has {sh.kv_heads} for tp={tp}")
+    args: dict = {"num_layers": sh.layers, "hidden_size": sh.hidden, "ffn_hidden_size": sh.ffn_hidden,
+                  "num_attention_heads": sh.heads}
+    if sh.kv_heads != sh.heads:
+        args.update(group_query_attention=True, num_query_groups=sh.kv_heads)
+    if sh.mlp == "swiglu":
+        args["swiglu"] = True
+    args.update(normalization="RMSNorm", norm_epsilon=NORM_EPS, disable_bias_linear=True,
+                position_embedding_type="rope", untie_embeddings_and_output_weights=True,
+                attention_dropout=0.0, hidden_dropout=0.0,
+                seq_length=plan.training.seq_len, max_position_embeddings=plan.training.seq_len)
+    args.update(vocab_args(sh.vocab, tp, warnings, framework))
+    return args
+
+
 def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
     """Megatron-LM arguments as ``{dest: value}`` (dest = flag without ``--``, ``-`` as ``_``;
     ``True`` for a switch), and the warnings."""
     lay, tr = plan.layout, plan.training
     warnings: list[str] = []
     stages = chain_stages(plan, FRAMEWORK)
+    framework_warning(plan, "megatron", FRAMEWORK, warnings)
     lossy_warning(lay, FRAMEWORK, warnings)
-    args: dict = {}
-    if tr.shape:
-        sh = tr.shape
-        if num_blocks(stages) != sh["layers"]:
-            raise ExportRefused(f"cannot export to {FRAMEWORK}: the plan's stages hold {num_blocks(stages)} blocks "
-                                f"but the shape says {sh['layers']} layers")
-        args.update(num_layers=sh["layers"], hidden_size=sh["hidden"], ffn_hidden_size=sh["ffn_hidden"],
-                    num_attention_heads=sh["heads"])
-        if sh.get("kv_heads") and sh["kv_heads"] != sh["heads"]:
-            args.update(group_query_attention=True, num_query_groups=sh["kv_heads"])
-        args.update(seq_length=tr.seq_len, max_position_embeddings=tr.seq_len)
-    else:
-        warnings.append(f"the plan's model has no transformer shape: add {FRAMEWORK}'s model arguments "
-                        f"(--num-layers, --hidden-size, ...) yourself")
+    sh = model_shape(plan)
+    if sh is not None and num_blocks(stages) != sh.layers:
+        raise ExportRefused(f"cannot export to {FRAMEWORK}: the plan's stages hold {num_blocks(stages)} blocks "
+                            f"but the shape says {sh.layers} layers")
+    args = model_args(plan, warnings)
     args["tensor_model_parallel_size"] = lay.tp
     if lay.sp:
         args["sequence_parallel"] = True
-    args.update(_pipeline_args(plan, stages, warnings))
+    cp = getattr(lay, "cp", 1)
+    if cp > 1:
+        args["context_parallel_size"] = cp
+    args.update(pipeline_args(plan, stages, warnings))
     args["micro_batch_size"] = lay.mbs
     args["global_batch_size"] = lay.global_batch
-    args.update(_recompute_args(plan, stages, warnings))
+    args.update(recompute_args(plan, stages, warnings))
     if lay.dp > 1 and sharded_data_parallel(lay):
         if lay.zero == 3:
+            # as Megatron-LM's own Megatron-FSDP examples: it shards through the distributed optimizer,
+            # saves only fsdp_dtensor checkpoints (validate_args), and fuses no gradient accumulation
             args.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+                        use_distributed_optimizer=True, no_gradient_accumulation_fusion=True,
                         ckpt_format="fsdp_dtensor")
         else:
             args["use_distributed_optimizer"] = True
@@ -144,20 +206,34 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
         args["bf16"] = True
     elif tr.precision == "fp16":
         args["fp16"] = True
+    # Megatron-LM's "adam" is AdamW (decoupled weight decay); clip the global gradient norm at 1.0
+    args["optimizer"] = "adam" if tr.optimizer == "adamw" else "sgd"
+    args["clip_grad"] = 1.0
     return args, warnings
 
 
-def args_to_text(args: dict, header: list[str]) -> str:
-    """One argument per line, ``\\``-continued, ready to paste after ``pretrain_gpt.py``."""
+SCRIPT = "pretrain_gpt.py"
+NEGATED_FLAGS = {"disable_bias_linear": "add_bias_linear",
+                 "no_gradient_accumulation_fusion": "gradient_accumulation_fusion"}
+"""Megatron-LM switches whose argparse destination is another name, set to False"""
+
+
+def as_destinations(args: dict) -> dict:
+    """``args`` (flag names, ``-`` as ``_``) as the attributes Megatron-LM's parser sets: what code that
+    sets Megatron's arguments directly (Accelerate's Megatron-LM plugin) must use."""
+    return {NEGATED_FLAGS.get(k, k): (False if k in NEGATED_FLAGS else v) for k, v in args.items()}
+
+
+def args_to_text(args: dict, header: list[str], launch: str) -> str:
+    """A shell command: ``launch`` then one argument per line, ``\\``-continued."""
     lines = [f"# {h}" for h in header]
-    items = []
+    items = [launch]
     for dest, val in args.items():
         flag = "--" + dest.replace("_", "-")
         if val is True:
-            items.append(flag)
+            items.append(f"  {flag}")
         else:
-            v = str(val)
-            items.append(f"{flag} {v!r}" if "|" in v or " " in v else f"{flag} {v}")
+            items.append(f"  {flag} {shlex.quote(str(val))}")
     lines += [it + (" \\" if i < len(items) - 1 else "") for i, it in enumerate(items)]
     return "\n".join(lines) + "\n"
 
@@ -165,8 +241,13 @@ def args_to_text(args: dict, header: list[str]) -> str:
 def export_megatron(plan: Plan, source: str = "") -> Export:
     args, warnings = megatron_args(plan)
     lay = plan.layout
-    header = [f"Megatron-LM arguments for pretrain_gpt.py, from autoplan plan {source}".rstrip(),
-              f"layout {lay.short()}; run on dp*tp*pp = {lay.dp}*{lay.tp}*{lay.pp} = {lay.world_size} GPUs "
-              f"(Megatron derives dp = world size / (tp * pp))"]
-    return Export(framework="megatron", format="args", text=args_to_text(args, header), config=args,
-                  warnings=warnings)
+    nodes, per_node = nodes_and_devices(plan)
+    launch = f"{megatron_launch_env(lay, bool(args.get('use_megatron_fsdp')))}{torchrun_prefix(plan)} {SCRIPT}"
+    header = [f"Megatron-LM (checked against megatron-core {MEGATRON_CORE_CHECKED}) from autoplan plan "
+              f"{source}".rstrip(),
+              f"layout {lay.short()}; {nodes} node(s) x {per_node} GPUs = {lay.world_formula(values=True)} "
+              f"(Megatron derives dp = world size / (tp * pp * cp))",
+              "run from a Megatron-LM checkout on every node (NODE_RANK, MASTER_ADDR set); add the data "
+              f"(--data-path or --mock-data), --lr and --train-iters"]
+    return Export(framework="megatron", format="sh", text=args_to_text(args, header, launch), config=args,
+                  warnings=warnings, launch=launch)

@@ -40,8 +40,9 @@ How the HF modules become units (the unit-model protocol of :mod:`autoplan.model
   a :class:`LlamaBlock` holding the layer's own ``input_layernorm``, ``mlp`` (``LlamaMLP``),
   ``post_attention_layernorm`` and its ``self_attn`` as a :class:`SelfContainedLlamaAttention` (a
   ``LlamaAttention`` subclass with the same weights that computes its rotary position embeddings from
-  the sequence length, so a block runs alone on any pipeline stage); ``head`` = ``norm`` + ``lm_head``.
-  Attention runs HF's own code with the ``sdpa`` implementation and no mask (causal).
+  the token positions, so a block runs alone on any pipeline stage); ``head`` = ``norm`` + ``lm_head``.
+  Attention runs HF's projections and rotary embedding, then the causal SDPA core
+  (``attention_core``, which context parallel replaces; positions from ``sequence_shard``).
 
 Both reshape q/k/v with ``-1`` heads (HF's Llama does; the GPT-2 block here does too), so under TP a
 rank's column-parallel projections hold ``heads/t`` (and ``kv_heads/t``) whole heads and the forward
@@ -68,9 +69,9 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from autoplan.errors import InputError
+from autoplan.models.attention import CausalAttention, SequenceShard, sequence_positions
 from autoplan.models.shapes import ModelShape
 from autoplan.models.units import TensorParallelPlan, UnitModel
 
@@ -335,15 +336,17 @@ def _gpt2_scaling(attn: nn.Module) -> float:
 
 
 class GPT2Embed(nn.Module):
-    """Token plus learned position embedding: tokens [b, s] -> [b, s, h]."""
+    """Token plus learned position embedding: tokens [b, s] -> [b, s, h]. Under context parallel the
+    tokens are a share of the sequence and ``sequence_shard`` gives their global positions."""
 
     def __init__(self, wte: nn.Embedding, wpe: nn.Embedding):
         super().__init__()
         self.wte = wte
         self.wpe = wpe
+        self.sequence_shard: SequenceShard | None = None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        pos = sequence_positions(self.sequence_shard, tokens.shape[1], tokens.device)
         return self.wte(tokens) + self.wpe(pos)[None]
 
 
@@ -356,6 +359,7 @@ class GPT2Attention(nn.Module):
         self.q_proj, self.k_proj, self.v_proj, self.c_proj = q_proj, k_proj, v_proj, c_proj
         self.head_dim = head_dim
         self.scaling = scaling
+        self.attention_core: nn.Module = CausalAttention()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -363,7 +367,7 @@ class GPT2Attention(nn.Module):
         q = self.q_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)   # [b, a, s, hd]
         k = self.k_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scaling)
+        o = self.attention_core(q, k, v, scale=self.scaling)
         return self.c_proj(o.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -440,24 +444,34 @@ class GPT2Units(UnitModel):
 def _self_contained_attention_class() -> type:
     """``LlamaAttention`` subclass whose forward takes hidden states only (built lazily: transformers
     is an optional dependency)."""
-    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
     class SelfContainedLlamaAttention(LlamaAttention):
-        """HF ``LlamaAttention`` that computes its rotary embeddings from the sequence length.
+        """HF ``LlamaAttention`` that computes its rotary embeddings from the token positions.
 
-        ``forward(x [b, s, h]) -> [b, s, h]``: positions ``0..s-1``, no mask (causal, sdpa). The
-        rotary table has no parameters (``inv_freq`` is a non-persistent buffer)."""
+        ``forward(x [b, s, h]) -> [b, s, h]``: HF's projections and ``apply_rotary_pos_emb`` at
+        positions ``0..s-1`` (the global positions of ``sequence_shard`` under context parallel),
+        then causal attention by ``attention_core`` (:mod:`autoplan.models.attention`; SDPA, K/V
+        heads repeated as HF's ``repeat_kv`` does), then ``o_proj``. The rotary table has no
+        parameters (``inv_freq`` is a non-persistent buffer)."""
 
         def __init__(self, config: Any, layer_idx: int):
             super().__init__(config, layer_idx)
             self.rotary_emb = LlamaRotaryEmbedding(config)
+            self.attention_core: nn.Module = CausalAttention()
+            self.sequence_shard: SequenceShard | None = None
 
         def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            s = hidden_states.shape[1]
-            position_ids = torch.arange(s, device=hidden_states.device)[None]
-            position_embeddings = self.rotary_emb(hidden_states, position_ids)
-            out, _ = super().forward(hidden_states, position_embeddings=position_embeddings, attention_mask=None)
-            return out
+            b, s, _ = hidden_states.shape
+            position_ids = sequence_positions(self.sequence_shard, s, hidden_states.device)[None]
+            cos, sin = self.rotary_emb(hidden_states, position_ids)
+            # -1: the local head count under tensor parallel
+            q = self.q_proj(hidden_states).view(b, s, -1, self.head_dim).transpose(1, 2)  # [b, a, s, hd]
+            k = self.k_proj(hidden_states).view(b, s, -1, self.head_dim).transpose(1, 2)  # [b, kv, s, hd]
+            v = self.v_proj(hidden_states).view(b, s, -1, self.head_dim).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            o = self.attention_core(q, k, v, scale=self.scaling)                           # [b, a, s, hd]
+            return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
 
     return SelfContainedLlamaAttention
 

@@ -24,20 +24,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from autoplan.models.attention import CausalAttention
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: F401  (re-exported)
 from autoplan.models.units import TensorParallelPlan, UnitModel  # noqa: F401  (TensorParallelPlan re-exported)
 
 
 class Attention(nn.Module):
+    """Causal self-attention; the core ``softmax(q k^T) v`` is ``attention_core`` (see
+    :mod:`autoplan.models.attention`), which context parallel replaces. No position encoding: the
+    causal mask alone orders the tokens."""
+
     def __init__(self, shape: ModelShape):
         super().__init__()
         h, hd = shape.hidden, shape.head_dim
         self.head_dim = hd
-        self.n_rep = shape.heads // shape.kv_heads
         self.wq = nn.Linear(h, shape.heads * hd, bias=False)
         self.wk = nn.Linear(h, shape.kv_heads * hd, bias=False)
         self.wv = nn.Linear(h, shape.kv_heads * hd, bias=False)
         self.wo = nn.Linear(shape.heads * hd, h, bias=False)
+        self.attention_core: nn.Module = CausalAttention()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -45,10 +50,7 @@ class Attention(nn.Module):
         q = self.wq(x).view(b, s, -1, self.head_dim).transpose(1, 2)  # [b, a_local, s, hd]
         k = self.wk(x).view(b, s, -1, self.head_dim).transpose(1, 2)  # [b, kv_local, s, hd]
         v = self.wv(x).view(b, s, -1, self.head_dim).transpose(1, 2)
-        if self.n_rep > 1:
-            k = k.repeat_interleave(self.n_rep, dim=1)
-            v = v.repeat_interleave(self.n_rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [b, a_local, s, hd]
+        o = self.attention_core(q, k, v)                               # [b, a_local, s, hd]
         o = o.transpose(1, 2).reshape(b, s, -1)
         return self.wo(o)
 

@@ -12,12 +12,21 @@ from typing import TYPE_CHECKING, Callable
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import read_json
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
 from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete_layout,  # noqa: F401
+                                 context_parallel_violation,
                                  parse_layout_constraints, stages_from_block_counts)
+from autoplan.plan.frameworks import DEFAULT_FRAMEWORK, framework_violation
+from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search
-from autoplan.profile.formats import ClusterProfile, ModelProfile
+from autoplan.profile.assumptions import SoftwareStack
+from autoplan.profile.formats import PRECISIONS, ClusterProfile, ModelProfile
+
+ANALYTIC_MBS = (1, 2, 4, 8)
+"""micro-batch sizes an analytic profile times exactly (others: linear between these)"""
 
 if TYPE_CHECKING:    # importing the planner must not import torch
     from autoplan.models.source import ModelSource
@@ -46,11 +55,13 @@ def resolve_cluster(spec: str) -> ClusterProfile:
 
 
 def resolve_model_profile(model: ModelSource, cluster: ClusterProfile, *, precision: str, seq_len: int | None = None,
-                          progress: Callable | None = None) -> ModelProfile:
+                          progress: Callable | None = None, stack: SoftwareStack | None = None,
+                          mbs_list: tuple[int, ...] = ANALYTIC_MBS) -> ModelProfile:
     """The planner's profile of ``model`` (:func:`autoplan.models.source.resolve_model`)::
 
         a model profile JSON       taken as it is (``seq_len`` must be the one it was made at)
-        on a catalogue cluster     analytic, from the shape (built-in, shape JSON, ``hf:``; an ``hf:``
+        on a catalogue cluster     analytic, from the shape, for the software ``stack`` (default
+                                   autoplan's executor) at micro-batch sizes ``mbs_list`` (built-in, shape JSON, ``hf:``; an ``hf:``
                                    profile's layers named as the adapter's units); a factory model has
                                    no shape: profile it on the target device and pass the JSON
         on a measured cluster      measured on this machine (:func:`autoplan.profile.layers.profile_model`)
@@ -70,7 +81,8 @@ def resolve_model_profile(model: ModelSource, cluster: ClusterProfile, *, precis
                              f"--device cuda --out model.json) and pass that JSON")
         if seq_len is not None and seq_len != shape.seq_len:
             shape = replace(shape, seq_len=seq_len)
-        prof = analytic_model_profile(shape, cluster, precision=precision)
+        prof = analytic_model_profile(shape, cluster, precision=precision, mbs_list=mbs_list,
+                                      **({"stack": stack} if stack is not None else {}))
         if model.form == "hf":
             prof.model_spec = model.spec
         return prof
@@ -108,15 +120,21 @@ def check_profile_precision(profile: ModelProfile, precision: str, spec: str) ->
 
 def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, precision: str | None = None,
                  optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
-                 progress: Callable | None = None) -> Problem:
+                 progress: Callable | None = None, framework: str = DEFAULT_FRAMEWORK,
+                 micro_batch_sizes: tuple[int, ...] = ()) -> Problem:
     """Resolve the specs (``model`` once, by :func:`autoplan.models.source.resolve_model`). ``precision``
     defaults to a model profile file's own, else bf16 on CUDA and catalogue clusters, fp32 on CPU; a
-    profile file of another precision is refused."""
+    profile file of another precision is refused.  ``framework`` (:mod:`autoplan.plan.frameworks`):
+    the software that will run the plan; a framework other than autoplan's executor is costed on
+    catalogue clusters (its kernels and overlaps are modelled analytically), a measured profile
+    describes autoplan's executor.  ``micro_batch_sizes``: sizes an analytic profile times exactly
+    besides 1, 2, 4, 8 (e.g. the one a ``--layout`` fixes)."""
+    fw = framework_named(framework)
     from autoplan.models.source import as_model_source
     from autoplan.profile.formats import MAX_SEQ_LEN
     TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
-    if precision is not None and precision not in ("fp32", "bf16", "fp16"):
-        raise InputError(f"--precision must be bf16, fp16 or fp32, got {precision!r}")
+    if precision is not None and precision not in PRECISIONS:
+        raise InputError(f"--precision must be {', '.join(PRECISIONS)}, got {precision!r}")
     if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
         raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN}, got {seq_len}")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
@@ -128,10 +146,29 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     if precision is None:
         precision = _profile_file_precision(source) or (
             "bf16" if cl.device.type == "cuda" or cl.source == "catalogue" else "fp32")
-    prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress)
+    if fw.name != "autoplan" and cl.source != "catalogue":
+        raise InputError(f"--framework {fw.spec} is costed on catalogue clusters (dgx-a100-80gb:N, dgx-h100-80gb:N, "
+                         f"...): a measured cluster runs autoplan's executor; use --framework autoplan")
+    if precision == "fp8":
+        why = framework_violation(fw, {}, "fp8", chip=_chip(cl))
+        if why:
+            raise InputError(why)
+    analytic = cl.source == "catalogue" and source.form != "profile_file"
+    mbs_list = tuple(sorted(set(ANALYTIC_MBS) | {b for b in micro_batch_sizes if b >= 1}))
+    prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress,
+                                 stack=fw.stack if analytic else None, mbs_list=mbs_list)
     check_profile_precision(prof, precision, source.spec)
-    return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer),
+    stack = fw.stack if prof.source == "analytic" else None
+    return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer,
+                                            stack=stack, framework=fw.spec),
                    source.spec, cluster, memory_per_device_bytes)
+
+
+def _chip(cluster: ClusterProfile) -> str:
+    """The accelerator family of a cluster's devices (``H100``...), or its device type."""
+    from autoplan.profile.hardware import accelerator_of
+    acc = accelerator_of(cluster.device.name)
+    return acc.family if acc is not None and acc.family else (cluster.device.name or cluster.device.type)
 
 
 def _training_spec(pb: Problem, world: int) -> TrainingSpec:
@@ -141,7 +178,7 @@ def _training_spec(pb: Problem, world: int) -> TrainingSpec:
                         precision=pb.train.precision, optimizer=pb.train.optimizer,
                         model_profile=pb.model_spec if pb.model_spec.endswith(".json") else "",
                         cluster_profile=pb.cluster_spec if pb.cluster_spec.endswith(".json") else "",
-                        cluster_spec=pb.cluster_spec, world_size=world,
+                        cluster_spec=pb.cluster_spec, world_size=world, framework=pb.train.framework,
                         memory_per_device_bytes=pb.memory_per_device_bytes or 0)
 
 
@@ -159,12 +196,15 @@ def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: b
 
 def solve(model: str, cluster: str, global_batch: int, *, layout: str | dict | None = None,
           precision: str | None = None, optimizer: str = "adamw", seq_len: int | None = None,
-          memory_per_device_bytes: int | None = None, options: SearchOptions | None = None) -> Plan:
-    """Choose the layout with the least predicted step time that fits every device."""
-    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
-                      memory_per_device_bytes=memory_per_device_bytes)
-    opts = options or SearchOptions()
+          memory_per_device_bytes: int | None = None, options: SearchOptions | None = None,
+          framework: str = DEFAULT_FRAMEWORK) -> Plan:
+    """Choose the layout with the least predicted step time that fits every device, for the software
+    ``framework`` (:mod:`autoplan.plan.frameworks`) that will run it."""
     fixed = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout or {})
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=memory_per_device_bytes, framework=framework,
+                      micro_batch_sizes=(fixed["mbs"],) if "mbs" in fixed else ())
+    opts = options or SearchOptions()
     opts.fixed = {**opts.fixed, **fixed}
     return solve_problem(pb, opts)
 
@@ -190,18 +230,46 @@ def estimate_problem(pb: Problem, layout: Layout) -> tuple[Layout, Prediction]:
 
 def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *, precision: str | None = None,
              optimizer: str = "adamw", seq_len: int | None = None,
-             memory_per_device_bytes: int | None = None) -> tuple[Layout, Prediction]:
-    """Predicted step time and memory of one given layout (see ``complete_layout`` for defaults)."""
-    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
-                      memory_per_device_bytes=memory_per_device_bytes)
+             memory_per_device_bytes: int | None = None,
+             framework: str = DEFAULT_FRAMEWORK) -> tuple[Layout, Prediction]:
+    """Predicted step time and memory of one given layout (see ``complete_layout`` for defaults) when
+    ``framework`` runs it.  ``autoplan estimate`` is this function."""
     given = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout)
+    pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
+                      memory_per_device_bytes=memory_per_device_bytes, framework=framework,
+                      micro_batch_sizes=(given["mbs"],) if given.get("mbs") else ())
     return estimate_problem(pb, given_layout(pb, given))
+
+
+def _per_block_recompute(profile: ModelProfile, every: int, first: int) -> dict[str, str]:
+    """Full recompute of every ``every``-th transformer block (torchtitan's selective-layer activation
+    checkpointing) or of the first ``first`` blocks (Megatron's ``--recompute-method block
+    --recompute-num-layers``), the other blocks keeping the layout's ``recompute``."""
+    if every < 0 or first < 0:
+        raise LayoutError("recompute_every and recompute_first must be positive block counts")
+    blocks = [n for n in profile.layer_names() if n.startswith("block.")]
+    if first > len(blocks):
+        raise LayoutError(f"recompute_first={first} but the model has {len(blocks)} blocks")
+    return {n: "full" for i, n in enumerate(blocks) if (every and i % every == 0) or i < first}
 
 
 def given_layout(pb: Problem, given: dict) -> Layout:
     """``complete_layout`` for this problem, with ``stage_blocks`` (blocks per pipeline chunk, for a
     published uneven partition) turned into stages."""
+    why = context_parallel_violation(given.get("cp", 1), pb.profile.seq_len)
+    if why:
+        raise LayoutError(why)
+    given = dict(given)
+    every, first = given.pop("recompute_every", 0), given.pop("recompute_first", 0)
+    per_block = _per_block_recompute(pb.profile, every, first)
     lay = complete_layout(given, pb.cluster.world_size, pb.train.global_batch)
+    if per_block:
+        if lay.pp > 1 and first:
+            raise LayoutError("recompute_first counts the model's first blocks: it needs pp=1")
+        lay = lay.with_(recompute_layers=per_block)
+    why = framework_violation(framework_named(pb.train.framework), lay, pb.train.precision, _chip(pb.cluster))
+    if why:
+        raise LayoutError(why)
     if given.get("stage_blocks"):
         counts = list(given["stage_blocks"])
         if len(counts) != lay.pp * lay.vp:

@@ -19,7 +19,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
-COST_TERMS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
+COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
 OPTIMIZERS = ("adamw", "sgd")
 MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
@@ -92,9 +92,13 @@ class Layout:
     sync_every: int = 1
     """LOSSY, opt-in: local SGD. > 1: replicas step on their own gradients and average their
     parameters every ``sync_every`` steps instead of averaging gradients every step. DDP only."""
+    cp: int = 1
+    """context parallel: each of cp ranks holds 1/cp of every sequence (load-balanced causal chunks
+    i and 2*cp-1-i of 2*cp) and exchanges keys and values in attention; cp ranks see the same samples
+    and average gradients with the dp ranks. World = dp * cp * tp * pp."""
 
     def __post_init__(self) -> None:
-        for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches", "sync_every"):
+        for k in ("dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "sync_every"):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DEGREE:
                 raise LayoutError(f"layout: {k} must be an integer from 1 to {MAX_DEGREE}, got {short_repr(v)}")
@@ -103,7 +107,7 @@ class Layout:
             if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
                 raise LayoutError(f"layout: {k} must be an integer from 0 to {top}, got {short_repr(v)}")
         if self.world_size > MAX_DEGREE:
-            raise LayoutError(f"layout: dp*tp*pp = {self.world_size} is more than {MAX_DEGREE} devices")
+            raise LayoutError(f"layout: {self.world_formula()} = {self.world_size} is more than {MAX_DEGREE} devices")
         for k, allowed in (("recompute", RECOMPUTE), ("schedule", SCHEDULES), ("grad_compression", GRAD_COMPRESSION)):
             v = getattr(self, k)
             if not isinstance(v, str) or v not in allowed:
@@ -113,7 +117,7 @@ class Layout:
                 raise LayoutError(f"layout: recompute mode of {short_repr(name)} must be one of {'|'.join(RECOMPUTE)}, "
                                   f"got {short_repr(mode)}")
         if self.lossy:
-            if not (self.zero == 0 and self.tp == 1 and self.pp == 1):
+            if not (self.zero == 0 and self.tp == 1 and self.pp == 1 and self.cp == 1):
                 raise LayoutError("layout: gradient compression and local SGD need plain data parallel (DDP: "
                                   "zero=0, tp=1, pp=1)")
             if self.grad_compression != "none" and self.sync_every > 1:
@@ -145,7 +149,21 @@ class Layout:
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.cp * self.tp * self.pp
+
+    def world_formula(self, values: bool = False) -> str:
+        """``dp*tp*pp`` (``dp*cp*tp*pp`` with context parallel); with ``values`` the degrees too."""
+        names = ("dp", "cp", "tp", "pp") if self.cp > 1 else ("dp", "tp", "pp")
+        text = "*".join(names)
+        if values:
+            text += " = " + "*".join(str(getattr(self, n)) for n in names)
+        return text
+
+    @property
+    def grad_group(self) -> int:
+        """Ranks that average (ZeRO: shard) each parameter's gradients: the dp replicas times the cp
+        ranks, which see the same samples' other sequence chunks."""
+        return self.dp * self.cp
 
     @property
     def global_batch(self) -> int:
@@ -156,7 +174,7 @@ class Layout:
 
     def short(self) -> str:
         """One-line description, e.g. ``dp2 tp2 pp1 mbs4x2 zero0 recompute=none 1f1b``."""
-        s = f"dp{self.dp} tp{self.tp} pp{self.pp}"
+        s = f"dp{self.dp}" + (f" cp{self.cp}" if self.cp > 1 else "") + f" tp{self.tp} pp{self.pp}"
         if self.vp > 1:
             s += f" vp{self.vp}"
         s += f" mbs{self.mbs}x{self.num_microbatches} zero{self.zero} recompute={self.recompute_summary()}"
@@ -212,13 +230,13 @@ class Layout:
                       heads: int | None = None, kv_heads: int | None = None) -> None:
         """Refuse a layout that does not divide the world, the batch or the model."""
         if world_size is not None and self.world_size != world_size:
-            raise LayoutError(f"layout dp*tp*pp = {self.dp}*{self.tp}*{self.pp} = {self.world_size} "
+            raise LayoutError(f"layout {self.world_formula(values=True)} = {self.world_size} "
                               f"does not match the world size {world_size}")
         if global_batch is not None and self.global_batch != global_batch:
             raise LayoutError(f"layout dp*mbs*num_microbatches = {self.global_batch} does not equal the "
                               f"global batch {global_batch}")
         why = (schedule_rule_violation(self.schedule, pp=self.pp, vp=self.vp, num_microbatches=self.num_microbatches)
-               or data_parallel_rule_violation(dp=self.dp, zero=self.zero))
+               or data_parallel_rule_violation(dp=self.grad_group, zero=self.zero))
         if why:
             raise LayoutError(why)
         if heads is not None and heads % self.tp:
@@ -341,6 +359,9 @@ class TrainingSpec:
     cluster_profile: str = ""
     cluster_spec: str = ""
     world_size: int = 1
+    framework: str = "autoplan"
+    """the framework the plan was made for (``--framework``, :mod:`autoplan.plan.frameworks`): its
+    costs and rules; ``run`` and ``validate`` run only autoplan plans"""
     memory_per_device_bytes: int = 0
     """the device memory budget the plan was solved for, when given on the command line
     (``--memory-per-device``); 0: the cluster profile's own. An elastic re-plan uses it again."""
@@ -369,8 +390,18 @@ class TrainingSpec:
                    cluster_profile=as_str(d.get("cluster_profile", ""), f"{source}.cluster_profile"),
                    cluster_spec=as_str(d.get("cluster_spec", ""), f"{source}.cluster_spec"),
                    world_size=as_int(d.get("world_size", 1), f"{source}.world_size", minimum=1, maximum=MAX_DEGREE),
+                   framework=_framework_spec(as_str(d.get("framework", "autoplan"), f"{source}.framework"), source),
                    memory_per_device_bytes=as_int(d.get("memory_per_device_bytes", 0),
                                                   f"{source}.memory_per_device_bytes"))
+
+
+def _framework_spec(spec: str, source: str) -> str:
+    """The canonical spec of a plan's framework (InputError for an unknown one)."""
+    from autoplan.plan.frameworks import framework
+    try:
+        return framework(spec).spec
+    except InputError as e:
+        raise InputError(f"{source}.framework: {str(e).removeprefix('--framework: ')}") from None
 
 
 @dataclass
@@ -429,7 +460,8 @@ class Plan:
         if not layout.stages:
             raise InputError(f"{source}: plan layout has no stages")
         if training.world_size != layout.world_size:
-            raise InputError(f"{source}: plan world_size {training.world_size} != dp*tp*pp {layout.world_size}")
+            raise InputError(f"{source}: plan world_size {training.world_size} != {layout.world_formula()} "
+                             f"{layout.world_size}")
         return cls(layout=layout, predicted=predicted, solver=solver, training=training,
                    alternatives=alts, explanation=list(explanation))
 
@@ -437,21 +469,21 @@ class Plan:
     def load(cls, path) -> "Plan":
         return cls.from_dict(read_json(path, "plan"), source=str(path))
 
-
-def _check_context_parallel(value: str) -> None:
-    """``cp=1`` (no context parallel, what every plan runs) is accepted so that published layouts
-    such as Llama 3's ``tp=8,cp=1,pp=16,dp=128`` read as written; any other degree is refused."""
-    if value.strip() == "1":
-        return
-    raise InputError(f"--layout: context parallel (cp={value}) is not supported: the cost model and the executor "
-                     f"do not split a sequence across devices (ring attention); use cp=1 or leave it out")
+    def check_runnable_here(self) -> None:
+        """InputError unless autoplan's executor is the framework the plan was made for: a plan made for
+        another framework was costed with that framework's kernels, overlaps and memory rules."""
+        if self.training.framework.partition("@")[0] != "autoplan":
+            raise InputError(f"this plan was made for --framework {self.training.framework}: autoplan runs plans made "
+                             f"for its own executor (solve again with --framework autoplan, or export it: "
+                             f"autoplan export PLAN --to {self.training.framework.partition('@')[0]})")
 
 
 def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
     if not text:
         return {}
-    ints = {"dp", "tp", "pp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every"}
+    ints = {"dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every", "recompute_every",
+            "recompute_first"}
     strs = {"recompute", "schedule", "grad_compression"}
     aliases = {"m": "num_microbatches", "microbatches": "num_microbatches"}
     out: dict[str, Any] = {}
@@ -463,9 +495,6 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
             raise InputError(f"--layout: expected KEY=VALUE, got {part!r}")
         k, v = (s.strip() for s in part.split("=", 1))
         k = aliases.get(k, k)
-        if k == "cp":
-            _check_context_parallel(v)
-            continue
         if k in ints:
             try:
                 out[k] = int(v)
@@ -519,18 +548,28 @@ def stages_from_block_counts(layer_names: list[str], counts: list[int]) -> list[
     return stages
 
 
+def context_parallel_violation(cp: int, seq_len: int) -> str | None:
+    """Why ``cp`` cannot split sequences of ``seq_len`` tokens (load balance for the causal mask cuts
+    each sequence into 2*cp equal chunks), or None."""
+    if cp > 1 and seq_len % (2 * cp):
+        return (f"cp={cp} does not divide the sequence of {seq_len} tokens into 2*cp = {2 * cp} equal chunks "
+                f"(context parallel balances the causal mask that way): choose a cp with seq_len % (2*cp) == 0")
+    return None
+
+
 def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
-    """A full layout from the fields the user gave. Missing: tp=1, pp=1, dp = world/(tp*pp),
+    """A full layout from the fields the user gave. Missing: tp=1, pp=1, cp=1, dp = world/(cp*tp*pp),
     mbs=1, num_microbatches = global_batch/(dp*mbs), schedule = interleaved when vp > 1, gpipe when
     there are fewer micro-batches than pipeline stages, else 1f1b."""
     if not given:
         raise InputError("--layout is required for estimate (e.g. dp=2,tp=2,pp=1,mbs=4)")
     d = {k: v for k, v in given.items() if k != "stage_blocks"}   # placed by estimate (needs the model)
-    tp, pp = d.setdefault("tp", 1), d.setdefault("pp", 1)
+    tp, pp, cp = d.setdefault("tp", 1), d.setdefault("pp", 1), d.setdefault("cp", 1)
     if "dp" not in d:
-        if world % (tp * pp):
-            raise LayoutError(f"tp*pp = {tp * pp} does not divide the world size {world}")
-        d["dp"] = world // (tp * pp)
+        if world % (tp * pp * cp):
+            names = "cp*tp*pp" if cp > 1 else "tp*pp"
+            raise LayoutError(f"{names} = {tp * pp * cp} does not divide the world size {world}")
+        d["dp"] = world // (tp * pp * cp)
     mbs = d.setdefault("mbs", 1)
     if "num_microbatches" not in d:
         if global_batch % (d["dp"] * mbs):

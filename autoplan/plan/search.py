@@ -17,12 +17,17 @@ from typing import Callable, Iterator
 
 
 from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
-from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
-                                 transient_bytes)
+from autoplan.plan.coefficients import LayerCost, layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.memory import transient_bytes
+from autoplan.plan.schedules import inflight_microbatches
+from autoplan.plan.training import TrainingConfig
+from autoplan.plan.frameworks import framework as framework_named
+from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
 from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
-                                 schedule_rule_violation)
+                                 context_parallel_violation, schedule_rule_violation)
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -53,6 +58,9 @@ class SearchOptions:
     """skip variants that the cost model never prefers: GPipe where 1F1B runs (same time, more
     memory), ZeRO-1 (the executor runs it as ZeRO-2: same traffic, and the model counts no less memory).
     Fields the user pins in ``fixed`` are always honoured."""
+    cp_degrees: tuple[int, ...] = (1, 2, 4, 8, 16)
+    """context-parallel degrees to try (where the framework has context parallel and the sequence
+    splits into 2*cp chunks); a degree fixed in ``fixed`` is always tried"""
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
@@ -93,6 +101,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
     world = cluster.world_size
     f = opts.fixed
     n_layers = len(profile.layers)
+    fw = framework_named(train.framework)
     any_shardable = any(k.tp_shardable for k in profile.kinds.values())
     tps = allowed_tp(profile)
     for tp in divisors(world):
@@ -100,10 +109,11 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
             continue
         if opts.tp_within_node and tp > cluster.devices_per_node and "tp" not in f:
             continue
-        for pp in divisors(world // tp):
-            if pp > n_layers:
+        for pp, cp in ((pp, cp) for pp in divisors(world // tp) for cp in divisors(world // (tp * pp))):
+            if pp > n_layers or cp not in opts.cp_degrees and "cp" not in f \
+                    or (cp > 1 and (not fw.context_parallel or context_parallel_violation(cp, profile.seq_len))):
                 continue
-            dp = world // (tp * pp)
+            dp = world // (tp * pp * cp)
             if train.global_batch % dp:
                 continue
             per_replica = train.global_batch // dp
@@ -113,7 +123,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                     if (opts.prune_dominated and schedule == "gpipe" and m >= pp and "1f1b" in opts.schedules
                             and "schedule" not in f):
                         continue
-                    zeros = opts.zero if dp > 1 else (0,)
+                    zeros = opts.zero if dp * cp > 1 else (0,)
                     if opts.prune_dominated and "zero" not in f and 2 in zeros:
                         zeros = tuple(z for z in zeros if z != 1)
                     sps = (0, 1) if tp > 1 else (0,)
@@ -121,18 +131,20 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                         for recompute in opts.recompute:
                             for sp in sps:
                                 lay = dict(dp=dp, tp=tp, pp=pp, vp=vp, mbs=mbs, num_microbatches=m, zero=zero,
-                                           recompute=recompute, schedule=schedule, sp=sp)
+                                           recompute=recompute, schedule=schedule, sp=sp, cp=cp)
                                 for lossy in _lossy_variants(lay, opts):
                                     lay2 = {**lay, **lossy}
-                                    if all(lay2.get(k, 1 if k == "sync_every" else "none") == v
-                                           for k, v in f.items() if k != "stages"):
+                                    if all(lay2.get(k, 1 if k in ("sync_every", "cp") else "none") == v
+                                           for k, v in f.items() if k != "stages") \
+                                            and framework_violation(fw, lay2, train.precision) is None:
                                         yield Layout(**lay2)
 
 
 def _lossy_variants(lay: dict, opts: SearchOptions) -> list[dict]:
     """The exact layout, plus the lossy options the user allowed where they apply (plain DDP)."""
     out: list[dict] = [{}]
-    if not opts.allow_lossy or not (lay["dp"] > 1 and lay["tp"] == 1 and lay["pp"] == 1 and lay["zero"] == 0):
+    if not opts.allow_lossy or not (lay["dp"] > 1 and lay["tp"] == 1 and lay["pp"] == 1 and lay["zero"] == 0
+                                    and lay["cp"] == 1):
         return out
     for name in opts.allow_lossy:
         if name in ("fp16", "powersgd"):
@@ -175,7 +187,7 @@ def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
 
 def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
     """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
-    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
+    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.schedules.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     kinds = distinct_costs(costs)
     # every one of the S-1 boundaries sends at least the cheapest layer output
@@ -263,12 +275,12 @@ def _tiebreak(c: Candidate) -> tuple:
 
 
 def _outer_key(lay: Layout) -> tuple:
-    return (lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.num_microbatches, lay.zero, lay.schedule, lay.sp,
+    return (lay.dp, lay.cp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.num_microbatches, lay.zero, lay.schedule, lay.sp,
             lay.grad_compression, lay.sync_every)
 
 
 def _degrees(lay: Layout) -> tuple:
-    return lay.dp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.schedule, lay.grad_compression, lay.sync_every
+    return lay.dp, lay.cp, lay.tp, lay.pp, lay.vp, lay.mbs, lay.schedule, lay.grad_compression, lay.sync_every
 
 
 @dataclass
@@ -286,9 +298,17 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     t0 = time.perf_counter()
     world = cluster.world_size
     fixed = opts.fixed
-    if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] != world:
-        raise LayoutError(f"layout dp*tp*pp = {fixed['dp'] * fixed['tp'] * fixed['pp']} does not match the "
-                          f"cluster's {world} devices")
+    for k in ("recompute_every", "recompute_first", "stage_blocks"):
+        if k in fixed:
+            raise InputError(f"--layout {k} places or recomputes given blocks: it is for estimate; solve chooses "
+                             f"them (see --per-layer-recompute)")
+    why = context_parallel_violation(fixed.get("cp", 1), profile.seq_len)
+    if why:
+        raise LayoutError(why)
+    if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] * fixed.get("cp", 1) != world:
+        names = "dp*cp*tp*pp" if fixed.get("cp", 1) > 1 else "dp*tp*pp"
+        raise LayoutError(f"layout {names} = {fixed['dp'] * fixed['tp'] * fixed['pp'] * fixed.get('cp', 1)} does not "
+                          f"match the cluster's {world} devices")
     scored: list[_Outer] = []
     cal = cluster.calibration
     chain_graph = is_chain(build_layer_graph(profile))
@@ -434,6 +454,9 @@ def _why_empty(profile, cluster, train, opts) -> str:
                               kv_heads=sh.get("kv_heads"))
         except AutoplanError as e:
             return str(e)
+        why = framework_violation(framework_named(train.framework), lay, train.precision)
+        if why:
+            return why
         if lay.pp > 1 and lay.schedule not in opts.schedules:
             return f"schedule {lay.schedule} is not among the schedules searched ({', '.join(opts.schedules)})"
         if lay.zero not in opts.zero and lay.dp > 1:

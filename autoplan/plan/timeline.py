@@ -2,7 +2,7 @@
 
 ``autoplan show`` draws it. Two pure parts, tested apart from any drawing:
 
-1. :func:`chunk_times` turns the cost model's per-layer figures (:class:`~autoplan.plan.cost.LayerCost`,
+1. :func:`chunk_times` turns the cost model's per-layer figures (:class:`~autoplan.plan.coefficients.LayerCost`,
    the same numbers :func:`~autoplan.plan.cost.evaluate` adds up) into what one pipeline chunk costs
    per micro-batch, split into forward, point-to-point send, recompute and backward.
 2. :func:`simulate_pipeline` runs the schedule's own order of operations (torch's ``ScheduleGPipe``,
@@ -32,7 +32,8 @@ import math
 from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import boundary_crossings, interleaved_order
+from autoplan.plan.memory import boundary_crossings
+from autoplan.plan.schedules import interleaved_order
 from autoplan.plan.plan import Layout, Prediction
 
 BAR_KINDS = ("forward", "recompute", "backward", "p2p", "bubble", "model_margin", "dp_sync", "optimizer", "wait",
@@ -129,7 +130,7 @@ def forward_fraction(profile, layout: Layout) -> dict[str, float]:
 
 def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
     """What each chunk (``layout.stages[j]``) costs per micro-batch, from per-layer ``costs``
-    (:func:`autoplan.plan.cost.costs_for_layout`). The per-rank sums equal the cost model's ``tau_r``.
+    (:func:`autoplan.plan.coefficients.costs_for_layout`). The per-rank sums equal the cost model's ``tau_r``.
 
     The cost model keeps a layer's forward + backward as one number; it is split by the profile's
     forward share. Tensor-parallel collectives: two of a block's four run in forward, two in backward,
@@ -149,8 +150,8 @@ def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
             f = fwd_frac[kinds[n]]
             full = layout.recompute_of(n) == "full" and c.recompute_s > 0
             tp_fwd = c.tp_comm_s / (3 if full else 2)
-            fwd += c.compute_s * f + tp_fwd
-            bwd += c.compute_s * (1 - f) + (c.tp_comm_s - (2 * tp_fwd if full else tp_fwd))
+            fwd += c.compute_s * f + tp_fwd + c.cp_comm_s / 3       # the K,V exchange: once forward, twice
+            bwd += c.compute_s * (1 - f) + (c.tp_comm_s - (2 * tp_fwd if full else tp_fwd)) + 2 * c.cp_comm_s / 3
             reco += c.recompute_s + (tp_fwd if full else 0.0)
         out.append(ChunkTimes(forward_s=fwd, send_s=p2p_of[j] / 2, recv_grad_s=p2p_of[j] / 2,
                               recompute_s=reco, backward_s=bwd))
@@ -168,7 +169,7 @@ def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> lis
     - gpipe (``ScheduleGPipe``): every forward, then every backward, micro-batches in order;
     - 1f1b (``Schedule1F1B``): ``min(m, pp - rank)`` forwards, then backward/forward pairs, then the
       remaining backwards;
-    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.cost.interleaved_order` (the
+    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.schedules.interleaved_order` (the
       order the memory model follows too), with each chunk's micro-batches numbered in turn.
     """
     if pp == 1 or schedule == "gpipe" or (schedule == "1f1b" and vp == 1):
@@ -283,7 +284,7 @@ def after_pipeline_bars(pp: int, pipeline_end_s: float, breakdown_s: dict[str, f
 
 
 def per_rank_sums(layout: Layout, costs: dict, *fields: str) -> list[list]:
-    """For each named :class:`~autoplan.plan.cost.LayerCost` field, its sum over each pipeline rank's layers."""
+    """For each named :class:`~autoplan.plan.coefficients.LayerCost` field, its sum over each pipeline rank's layers."""
     out = [[0] * layout.pp for _ in fields]
     for j, st in enumerate(layout.stages):
         for n in st:
@@ -294,7 +295,7 @@ def per_rank_sums(layout: Layout, costs: dict, *fields: str) -> list[list]:
 
 def model_pipeline_s(breakdown_s: dict[str, float]) -> float:
     """The cost model's pipeline term from a prediction's breakdown (what the simulation replaces)."""
-    return sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p", "bubble"))
+    return sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble"))
 
 
 def pipeline_scale(chunks: list[ChunkTimes], layout: Layout, breakdown_s: dict[str, float]) -> float:
@@ -304,7 +305,7 @@ def pipeline_scale(chunks: list[ChunkTimes], layout: Layout, breakdown_s: dict[s
     p, m = layout.pp, layout.num_microbatches
     tau = [sum(c.total_s for c in chunks[r::p]) for r in range(p)]
     raw = m * max(tau)
-    work = sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "pp_p2p"))
+    work = sum(breakdown_s.get(k, 0.0) for k in ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p"))
     return work / raw if raw > 0 else 1.0
 
 
@@ -312,7 +313,7 @@ def step_timeline(profile, layout: Layout, costs: dict, predicted: Prediction) -
     """The whole step of ``layout``: the simulated pipeline, then the cost model's after-pipeline terms.
 
     ``costs`` are per-layer figures with each layer's recompute mode
-    (:func:`autoplan.plan.cost.costs_for_layout`), ``predicted`` what :func:`~autoplan.plan.cost.evaluate`
+    (:func:`autoplan.plan.coefficients.costs_for_layout`), ``predicted`` what :func:`~autoplan.plan.cost.evaluate`
     made of them."""
     p = layout.pp
     chunks = chunk_times(profile, layout, costs)

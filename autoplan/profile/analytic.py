@@ -57,17 +57,20 @@ from autoplan.models.transformer import tp_degrees_allowed
 from autoplan.profile.assumptions import DEFAULT_STACK, KERNELS, KernelAssumptions, SoftwareStack, stack as stack_named
 from autoplan.profile.formats import ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming, ModelProfile
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""activations and weights in fp8 training are 16-bit; only the block's GEMM operands are fp8"""
 TOKEN_ID_BYTES = 8          # int64 token ids
 LOSS_SOFTMAX_BYTES = 4      # cross-entropy computes log-softmax in fp32
 
 ADAMW_BYTES_PER_PARAM = {
     # mixed precision: read fp32 master, fp32 grad, m, v (16); write master, m, v (12), 16-bit weight (2)
     "bf16": 30, "fp16": 30,
+    # fp8: as bf16, plus casting each updated weight to fp8 and its transpose (read 2, write 2)
+    "fp8": 34,
     # fp32: read weight, grad, m, v (16); write weight, m, v (12)
     "fp32": 28,
 }
-SGD_BYTES_PER_PARAM = {"bf16": 14, "fp16": 14, "fp32": 12}   # read weight and grad, write weight (+16-bit copy)
+SGD_BYTES_PER_PARAM = {"bf16": 14, "fp16": 14, "fp32": 12, "fp8": 18}   # read weight and grad, write weight (+16-bit copy)
 
 FALLBACK_FLOPS_PER_BYTE = 153.0
 """machine balance used when a cluster profile gives no memory bandwidth: the A100's
@@ -79,30 +82,33 @@ FALLBACK_FLOPS_PER_BYTE = 153.0
 # --------------------------------------------------------------------------------------------
 
 
-def block_activation_parts(shape: ModelShape, seq_len: int, stack: SoftwareStack | None = None
-                           ) -> tuple[float, float, float]:
+def block_activation_parts(shape: ModelShape, seq_len: int, stack: SoftwareStack | None = None,
+                           fp8: bool = False) -> tuple[float, float, float]:
     """Saved activations of one block per token in 16-bit units, split as (whole on every TP rank
     without sequence parallel, split by TP, attention scores split by TP) -- the three terms of the
     module docstring's formula, for ``stack`` (None: Megatron's defaults, dropout and unfused
-    attention, which is also what ``layers.profile_model`` measures)."""
+    attention, which is also what ``layers.profile_model`` measures).  ``fp8``: the four linear layers
+    keep their inputs for backward as fp8 (1 byte: Transformer Engine and torchao save the cast
+    input), so the QKV and MLP inputs (whole) and the out-projection and fc2 inputs (split) halve."""
     h, kv, f = shape.hidden, shape.kv_heads * shape.head_dim, shape.ffn_hidden
     mlp = 4 * f if shape.mlp == "gelu" else (6 * f if (stack is None or stack.fused_elementwise) else 8 * f)
-    whole = 10 * h - (0 if stack is None or stack.dropout else 2 * h)
+    whole = 10 * h - (0 if stack is None or stack.dropout else 2 * h) - (2 * h if fp8 else 0)
     scores = 5.0 * shape.heads * seq_len
     if stack is not None and stack.attention != "unfused":
         scores = 0.0
     elif stack is not None and not stack.dropout:
         scores = 2.0 * shape.heads * seq_len          # the softmax output only
-    return float(whole), float(4 * h + 4 * kv + mlp), scores
+    return float(whole), float(4 * h + 4 * kv + mlp - ((h + f) if fp8 else 0)), scores
 
 
 def saved_activation_bytes(kind: str, shape: ModelShape, seq_len: int, mbs: int, tp: int,
-                           bytes_per_element: int, stack: SoftwareStack | None = None, vocab_tp: int = 1) -> int:
+                           bytes_per_element: int, stack: SoftwareStack | None = None, vocab_tp: int = 1,
+                           fp8: bool = False) -> int:
     """Bytes saved for backward by one layer on one TP rank, per micro-batch (module docstring).
     ``vocab_tp``: the TP degree splitting a vocab-parallel head's logits."""
     s, b, h = seq_len, mbs, shape.hidden
     if kind == "block":
-        whole, split, scores = block_activation_parts(shape, s, stack)
+        whole, split, scores = block_activation_parts(shape, s, stack, fp8=fp8)
         per_token_16bit = whole + split / tp + scores / tp
         return int(s * b * per_token_16bit * bytes_per_element / 2)
     if kind == "head":
@@ -167,6 +173,17 @@ class DeviceModel:
         frac = cluster.device.compute_flops_per_s / acc.peak_16bit_matmul_flops_per_s / q
         return cls(acc.name, acc.family, acc.peak_16bit_matmul_flops_per_s, frac, acc.sm_count, mem_bw)
 
+    def fp8(self, kernels: KernelAssumptions = KERNELS) -> "DeviceModel":
+        """The same device running fp8 GEMMs (its fp8 peak; InputError for a chip without them)."""
+        from autoplan.profile.hardware import accelerator_of
+        acc = accelerator_of(self.name)
+        if acc is None or not acc.peak_fp8_matmul_flops_per_s or not self.sm_count:
+            raise InputError(f"fp8 needs a GPU with fp8 tensor cores (H100, H200); {self.name or 'this device'} "
+                             f"has none")
+        return DeviceModel(self.name, self.family, acc.peak_fp8_matmul_flops_per_s,
+                           self.gemm_fraction * kernels.fp8_gemm_fraction_of_16bit, self.sm_count,
+                           self.memory_bandwidth_bytes_per_s)
+
 
 def tile_quantization(m: int, n: int, batch: int, sm_count: int, kernels: KernelAssumptions = KERNELS) -> float:
     """Useful / issued tile work of a (batched) GEMM with ``m x n`` outputs: partial tiles and a
@@ -213,8 +230,11 @@ class BlockTime:
 
 
 def block_time(shape: ModelShape, s: int, b: int, tp: int, dev: DeviceModel, stack: SoftwareStack, elem: int,
-               kernels: KernelAssumptions = KERNELS) -> BlockTime:
-    """One block's times on one of ``tp`` ranks for a micro-batch of ``b`` sequences (module docstring)."""
+               kernels: KernelAssumptions = KERNELS, fp8: DeviceModel | None = None) -> BlockTime:
+    """One block's times on one of ``tp`` ranks for a micro-batch of ``b`` sequences (module docstring).
+    ``fp8``: the device's fp8 model; its four linear layers then run fp8 GEMMs (1-byte operands),
+    each casting its input in forward and its output gradient in backward
+    (``KernelAssumptions.fp8_cast_bytes_per_element``)."""
     h, d, f = shape.hidden, shape.head_dim, shape.ffn_hidden
     kv = shape.kv_heads * d
     heads = shape.heads // tp
@@ -223,7 +243,12 @@ def block_time(shape: ModelShape, s: int, b: int, tp: int, dev: DeviceModel, sta
     fwd = bwd = 0.0
     gate = 2 if shape.mlp == "swiglu" else 1
     for k_in, n_out in ((h, (h + 2 * kv) // tp), (h // tp, h), (h, gate * f // tp), (f // tp, h)):
-        lf, lb = linear_times_s(dev, tokens, k_in, n_out, elem, kernels)
+        if fp8 is None:
+            lf, lb = linear_times_s(dev, tokens, k_in, n_out, elem, kernels)
+        else:
+            lf, lb = linear_times_s(fp8, tokens, k_in, n_out, 1, kernels)
+            lf += tokens * k_in * kernels.fp8_cast_bytes_per_element / bw + kernels.kernel_launch_s
+            lb += tokens * n_out * kernels.fp8_cast_bytes_per_element / bw + kernels.kernel_launch_s
         fwd, bwd = fwd + lf, bwd + lb
     # attention core
     scores = b * heads * s * s
@@ -296,6 +321,7 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
     dev = DeviceModel.of(cluster, precision, compute_flops_per_s, kernels)
     if dev.peak_flops_per_s <= 0:
         raise InputError(f"analytic profile: compute rate must be positive, got {dev.peak_flops_per_s}")
+    fp8 = dev.fp8(kernels) if precision == "fp8" else None
     mem_bw = dev.memory_bandwidth_bytes_per_s
     allowed = set(tp_degrees_allowed(shape))
     tps = sorted({1} | {t for t in tp_list if t in allowed})
@@ -317,14 +343,14 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
                 elif kind == "head":
                     fwd, bwd = head_time(shape, s, b, tp, dev, elem, kernels)
                 else:
-                    bt = block_time(shape, s, b, tp, dev, stk, elem, kernels)
+                    bt = block_time(shape, s, b, tp, dev, stk, elem, kernels, fp8=fp8)
                     fwd, bwd = bt.forward_s, bt.backward_s
                     extra = dict(selective_recompute_s=bt.selective_recompute_s,
                                  sequence_parallel_saving_s=bt.sequence_parallel_saving_s)
                 fwd, bwd = fwd * derate, bwd * derate
                 extra = {k: v * derate for k, v in extra.items()}
                 out_elems = s * b * (shape.vocab if kind == "head" else shape.hidden)
-                saved = saved_activation_bytes(kind, shape, s, b, tp, elem, stk, vocab_tp=tp)
+                saved = saved_activation_bytes(kind, shape, s, b, tp, elem, stk, vocab_tp=tp, fp8=fp8 is not None)
                 timings.append(LayerTiming(mbs=b, tp=tp, forward_s=fwd, backward_s=bwd,
                                            saved_activation_bytes=saved, output_bytes=out_elems * elem, **extra))
         n = param_count(kind, shape)

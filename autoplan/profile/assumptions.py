@@ -119,6 +119,17 @@ class KernelAssumptions:
     from 2); the benchmark prints the leave-one-out and leave-one-source-out error of this fit (A100
     fitted without any one source stays within 0.80-0.84).  H200: the H100's (same chip, an
     assumption).  1.0 would be the kernel model alone, 20-45% optimistic on the published runs"""
+    fp8_cast_bytes_per_element: float = 4.0
+    """bytes moved per element of each fp8 GEMM operand that is cast every micro-batch (the input of
+    a linear layer in forward, its output gradient in backward): read the 16-bit value (2), write
+    the fp8 value (1) and its transpose (1; Hopper's fp8 GEMMs take both operands K-major, so the
+    weight-gradient GEMM needs the transposed copy).  Scaling factors come with the cast (delayed
+    scaling from the amax history, Transformer Engine's default through 2024; current scaling
+    computes the amax first, reading the value once more: not counted).  Weights are cast once per
+    step (TE caches them over micro-batches): counted with the optimizer step"""
+    fp8_gemm_fraction_of_16bit: float = 1.0
+    """achieved / peak fp8 GEMM rate as a fraction of the 16-bit GEMM's achieved / peak: no measured
+    fp8 8192^3 GEMM is in the catalogue's sources, so the 16-bit fraction is assumed (1.0)"""
     cross_entropy_bytes_per_logit: float = 12.0
     """bytes per logit of the loss, forward and backward: read the 16-bit logits, write and read
     fp32 softmax, write 16-bit gradients (Megatron's vocab-parallel cross-entropy upcasts to fp32)"""
@@ -158,7 +169,16 @@ class SoftwareStack:
     ``set_requires_gradient_sync(False)`` while accumulating) it accumulates whole gradients and
     reduce-scatters once"""
 
+    cp_exchange: str = "all_gather"
+    """how context parallel moves keys and values between the cp ranks of an attention layer:
+    ``ring`` (Megatron's p2p ring: cp-1 sends of one rank's K,V chunk, each hidden behind the
+    attention of the chunk in hand; backward sends K,V and their gradients) or ``all_gather``
+    (all-gather K,V before attention, reduce-scatter their gradients after it; not overlapped:
+    torch's allgather rotation, torchtitan's default, and autoplan's executor)"""
+
     def __post_init__(self) -> None:
+        if self.cp_exchange not in ("ring", "all_gather"):
+            raise InputError(f"software stack {self.name!r}: cp_exchange must be ring or all_gather")
         if self.attention not in ATTENTION_KERNELS:
             raise InputError(f"software stack {self.name!r}: attention must be one of {', '.join(ATTENTION_KERNELS)}")
 
@@ -169,7 +189,7 @@ class SoftwareStack:
 STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
     SoftwareStack(
         "autoplan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
-        pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False, cp_exchange="all_gather",
         source="autoplan's executor: F.scaled_dot_product_attention (flash kernels on GPU), no dropout, "
                "replicated embedding/head under TP (execute/tp.py), DDP buckets / FSDP2 prefetch overlap "
                "DP traffic with compute, DTensor TP collectives on the critical path, torch pipelining p2p"),
@@ -182,6 +202,11 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "all-reduces after the backward (torch DDP, used for the runs without PP, overlaps: set "
                "dp_overlap per run)"),
     SoftwareStack(
+        "megatron-lm-2021-torch-ddp", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=True, dp_overlap=True, tp_overlap=False, pp_overlap=False,
+        source="Megatron-LM 2021 as above with --DDP-impl torch (examples/sc21/run_table_1.sh uses it for the "
+               "rows without pipeline parallelism): torch DDP's bucketed all-reduce overlaps the backward"),
+    SoftwareStack(
         "megatron-lm-2022", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
         pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
         source="Megatron-LM as in Korthikanti et al. 2022 (sequence parallel and selective recompute): "
@@ -192,7 +217,15 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
         source="Megatron-Core r0.8 (Megatron-LM README, 'Benchmark Configuration', 2024): Transformer Engine "
                "fused attention (cuDNN, FlashAttention-3 class on H100), --overlap-grad-reduce, "
                "--overlap-param-gather, --tp-comm-overlap, p2p overlap; dropout left at Megatron's 0.1 "
-               "default (not stated)"),
+               "default (not stated)", cp_exchange="ring"),
+    SoftwareStack(
+        "megatron-core-2025", attention="flash3", dropout=False, fused_elementwise=True, vocab_parallel=True,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True, cp_exchange="ring",
+        source="Megatron-Core as NeMo 2 / Megatron-Bridge run it (2024-25 Llama recipes: "
+               "nemo/collections/llm/recipes/llama3_*.py, hidden and attention dropout 0): Transformer Engine "
+               "fused attention, distributed optimizer with --overlap-grad-reduce and --overlap-param-gather, "
+               "--tp-comm-overlap, p2p overlap of interleaved pipelines, context parallel as a p2p ring "
+               "(cp_comm_type p2p, Megatron's default)"),
     SoftwareStack(
         "deepspeed-megatron", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
         pp_scatter_gather=False, dp_overlap=False, tp_overlap=False, pp_overlap=False,
@@ -205,9 +238,17 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "SHARD_GRAD_OP) with forward and backward prefetch, gradients reduce-scattered every "
                "micro-batch, flash attention, no dropout", fsdp_sync_every_microbatch=True),
     SoftwareStack(
-        "torchtitan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
+        "torchtitan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=True,
         pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False,
-        source="torchtitan (docs/performance.md, 2024): FSDP2, SDPA flash attention, no dropout, eager"),
+        source="torchtitan (docs/performance.md, 2024; models/llama/parallelize_llama.py): FSDP2, SDPA flash "
+               "attention, no dropout, eager; under TP the embedding is row-wise and the output column-wise "
+               "parallel with loss_parallel (vocabulary-parallel); context parallel through torch's "
+               "context_parallel with its default allgather rotation"),
+    SoftwareStack(
+        "torchtitan-async-tp", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=True,
+        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=False,
+        source="torchtitan as above with --experimental.enable_async_tensor_parallel (torch async TP: the TP "
+               "collectives decomposed and overlapped with the GEMMs, needs torch.compile)"),
 ]}
 """Software stacks by name; ``STACKS["autoplan"]`` is what autoplan's executor does."""
 

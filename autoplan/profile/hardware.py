@@ -73,6 +73,8 @@ class AcceleratorSpec:
     large_gemm_source: str = ""
     family: str = ""
     """the chip, for kernel efficiencies measured per chip (A100, H100, H200, V100)"""
+    peak_fp8_matmul_flops_per_s: float = 0.0
+    """dense fp8 tensor-core peak (no sparsity); 0: the chip has no fp8 tensor cores"""
 
 
 # NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOP/s bf16 dense (624 with sparsity), 80 GB HBM2e,
@@ -93,14 +95,15 @@ A100_SXM4_80GB = AcceleratorSpec("A100 SXM4 80GB", 312e12, 80 * GB, 2.039e12, 30
 H100_SXM5_80GB = AcceleratorSpec("H100 SXM5 80GB", 989e12, 80 * GB, 3.35e12, 450e9,
                                  "NVIDIA H100 Tensor Core GPU datasheet", sm_count=132,
                                  large_gemm_flops_per_s=794.5e12,
-                                 large_gemm_source=f"H100 SXM bf16 794.5 TFLOP/s ({MAMF_SOURCE})", family="H100")
-# NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB HBM3e, 4.8 TB/s,
+                                 large_gemm_source=f"H100 SXM bf16 794.5 TFLOP/s ({MAMF_SOURCE})", family="H100",
+                                 peak_fp8_matmul_flops_per_s=1979e12)
+# NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s bf16 dense (1,979 fp8), 141 GB HBM3e, 4.8 TB/s,
 # NVLink4 900 GB/s bidirectional = 450 GB/s per direction.
 H200_SXM_141GB = AcceleratorSpec("H200 SXM 141GB", 989e12, 141 * GB, 4.8e12, 450e9,
                                  "NVIDIA H200 Tensor Core GPU datasheet", sm_count=132,
                                  large_gemm_flops_per_s=790e12,
                                  large_gemm_source="bf16 8192^3 measured on one H200: 790 TFLOP/s (HARDWARE.md)",
-                                 family="H200")
+                                 family="H200", peak_fp8_matmul_flops_per_s=1979e12)
 # NVIDIA V100 Tensor Core GPU datasheet (SXM2 32GB): 125 TFLOP/s fp16 tensor, 32 GB HBM2, 900 GB/s,
 # NVLink2 300 GB/s bidirectional = 150 GB/s per direction.
 V100_SXM2_32GB = AcceleratorSpec("V100 SXM2 32GB", 125e12, 32 * GB, 0.9e12, 150e9,
@@ -138,7 +141,14 @@ DGX_H100_80GB = SystemSpec("dgx-h100-80gb", H100_SXM5_80GB, 8, 8, 50e9, "NVIDIA 
 DGX_H200_141GB = SystemSpec("dgx-h200-141gb", H200_SXM_141GB, 8, 8, 50e9, "NVIDIA DGX BasePOD documentation",
                             482e9, "nccl-tests all-reduce, 8x H200 in one node, 16 GiB (HARDWARE.md)")
 
-SYSTEMS: dict[str, SystemSpec] = {s.name: s for s in (DGX_A100_80GB, DGX_H100_80GB, DGX_H200_141GB)}
+# Jean Zay gpu_p5 (IDRIS; BLOOM's machine): 8 A100 80GB per node with NVLink, 4 Omni-Path 100 Gb/s
+# links per node (bigscience train/tr11-176B-ml README, "Hardware"); NVLink all-reduce as DGX A100 (assumed).
+JEAN_ZAY_A100_80GB = SystemSpec("jean-zay-a100-80gb", A100_SXM4_80GB, 8, 4, 12.5e9,
+                                "bigscience tr11-176B-ml README: 4 OmniPath links per node (100 Gb/s each)",
+                                235e9, "as DGX A100 (assumed)")
+
+SYSTEMS: dict[str, SystemSpec] = {s.name: s for s in (DGX_A100_80GB, DGX_H100_80GB, DGX_H200_141GB,
+                                                      JEAN_ZAY_A100_80GB)}
 
 # nccl-tests all-reduce bus bandwidth on 8x H100 in one node (HARDWARE.md): (message bytes, busbw B/s).
 # The all-reduce latency of every catalogue system is fitted to this curve.

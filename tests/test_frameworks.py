@@ -1,0 +1,117 @@
+"""--framework, context parallel and fp8 in the planner: rules, costs and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autoplan.errors import InputError, LayoutError
+from autoplan.plan.api import estimate, solve
+from autoplan.plan.frameworks import FRAMEWORKS, framework, framework_violation
+from autoplan.plan.plan import Plan
+
+CLI = [sys.executable, "-m", "autoplan.cli"]
+
+
+def test_framework_specs():
+    assert framework("megatron").spec == "megatron" and framework("megatron@2021").stack.name == "megatron-lm-2021"
+    assert framework("autoplan").stack.name == "autoplan"
+    for spec in FRAMEWORKS:
+        assert framework(spec).spec in (spec, spec.split("@")[0])
+    with pytest.raises(InputError, match="unknown framework 'megatrn'"):
+        framework("megatrn")
+    with pytest.raises(InputError, match="no release '1999'"):
+        framework("megatron@1999")
+
+
+@pytest.mark.parametrize("spec, layout, why", [
+    ("deepspeed", dict(pp=2, zero=3), "does not combine zero=3 with pipeline"),
+    ("megatron", dict(pp=2, schedule="gpipe"), "does not run the gpipe schedule"),
+    ("megatron", dict(pp=4, vp=2, schedule="interleaved", num_microbatches=6), "multiple of pp=4"),
+    ("composer", dict(tp=2), "no tensor parallel"),
+    ("deepspeed", dict(cp=2), "no context parallel"),
+    ("torchtitan", dict(zero=1), "no zero=1"),
+    ("megatron@2021", dict(cp=2), "no context parallel"),
+])
+def test_framework_rules(spec, layout, why):
+    assert why in framework_violation(framework(spec), layout)
+    assert framework_violation(framework("autoplan"), {k: v for k, v in layout.items() if k != "num_microbatches"}) \
+        is None
+
+
+def test_fp8_rules():
+    assert "fp8 tensor cores" in framework_violation(framework("megatron"), {}, "fp8", chip="A100")
+    assert "does not train in fp8" in framework_violation(framework("deepspeed"), {}, "fp8", chip="H100")
+    assert "without tensor parallel" in framework_violation(framework("autoplan"), {"tp": 2}, "fp8", chip="H100")
+    assert framework_violation(framework("megatron"), {"tp": 8}, "fp8", chip="H100") is None
+
+
+def test_fp8_is_faster_and_holds_weight_copies():
+    kw = dict(model="llama3-8b", cluster="dgx-h100-80gb:1", global_batch=8, layout="tp=1,zero=3")
+    _, bf16 = estimate(**kw, precision="bf16", framework="torchtitan")
+    _, fp8 = estimate(**kw, precision="fp8", framework="torchtitan")
+    assert 1.15 < bf16.breakdown_s["compute"] / fp8.breakdown_s["compute"] < 2.0   # only the block GEMMs are fp8
+    # 2 bytes per parameter (fp8 copy and transpose), sharded over the 8 ZeRO-3 ranks
+    extra = fp8.memory_breakdown_bytes["params_grads_optimizer"] - bf16.memory_breakdown_bytes["params_grads_optimizer"]
+    assert 0.9 < extra / (2 * 8.03e9 / 8) < 1.1
+
+
+def test_context_parallel_costs():
+    kw = dict(model="llama3-8b", cluster="dgx-h100-80gb:2", global_batch=16, precision="bf16")
+    _, no_cp = estimate(**kw, layout="tp=2,cp=1,zero=1", framework="megatron")
+    _, ring = estimate(**kw, layout="tp=2,cp=2,zero=1", framework="megatron")
+    _, gather = estimate(**kw, layout="tp=2,cp=2,zero=1", framework="autoplan")
+    # each cp rank computes 1/cp of every sequence: the same compute per step with half the replicas
+    assert ring.breakdown_s["compute"] == pytest.approx(no_cp.breakdown_s["compute"], rel=0.02)
+    assert ring.memory_breakdown_bytes["activations"] == pytest.approx(no_cp.memory_breakdown_bytes["activations"] / 2,
+                                                                        rel=0.02)
+    # Megatron's ring hides the exchange behind attention at 8K tokens; the all-gather does not
+    assert ring.breakdown_s.get("cp_comm", 0.0) < gather.breakdown_s["cp_comm"]
+    assert gather.breakdown_s["cp_comm"] > 0
+
+
+def test_solve_searches_context_parallel_at_long_sequences():
+    plan = solve("llama3-8b", "dgx-h100-80gb:1", 8, seq_len=131072, framework="megatron")
+    assert plan.layout.cp > 1 and plan.training.framework == "megatron"
+    assert plan.layout.world_size == 8
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--layout", "tp=2,cp=3"], "does not divide the sequence"),
+    (["--layout", "tp=8,cp=16,pp=16,dp=8"], "does not match"),
+    (["--layout", "tp=1,zero=3", "--precision", "fp8", "--cluster", "dgx-a100-80gb:2"], "fp8 tensor cores"),
+    (["--layout", "tp=1,zero=3", "--precision", "fp8", "--framework", "deepspeed"], "does not train in fp8"),
+    (["--layout", "tp=2,cp=2", "--framework", "megatrn"], "unknown framework"),
+    (["--layout", "tp=2", "--framework", "megatron", "--cluster", "profiles/cpu-4proc.json"], "catalogue clusters"),
+])
+def test_bad_input_is_one_line(args, why):
+    base = {"--model": "llama3-8b", "--cluster": "dgx-h100-80gb:2", "--global-batch": "16"}
+    for k in list(base):
+        if k in args:
+            base.pop(k)
+    r = _cli("estimate", *[x for kv in base.items() for x in kv], *args)
+    assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and why in lines[0], r.stderr
+
+
+def test_plan_records_framework_and_run_refuses_it(tmp_path):
+    out = tmp_path / "plan.json"
+    r = _cli("solve", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80gb:1", "--global-batch", "64",
+             "--framework", "megatron@2022", "--out", str(out), "--layout", "tp=2,pp=1")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["training"]["framework"] == "megatron@2022"
+    assert Plan.load(out).training.framework == "megatron@2022"
+    r = _cli("run", str(out), "--", "examples/train_gpt.py")
+    assert r.returncode == 2 and "made for --framework megatron@2022" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_estimate_refuses_a_layout_the_framework_cannot_run():
+    with pytest.raises(LayoutError, match="zero=3 with pipeline"):
+        estimate("gpt3-1.3b", "dgx-a100-80gb:2", 64, "tp=2,pp=2,zero=3", framework="deepspeed")
