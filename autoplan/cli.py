@@ -43,7 +43,8 @@ def _main_options(
 
 MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a shape JSON file "
               "(layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len), a model profile JSON, "
-              "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights) "
+              "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights), "
+              "hf:DIR (a local Hugging Face checkpoint directory) "
               "or path/file.py:factory")
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
@@ -434,6 +435,45 @@ def export_cmd(
         typer.echo(f"wrote {out} ({exp.framework} {exp.format}); launch: {exp.launch}", err=True)
     else:
         typer.echo(exp.text, nl=False)
+
+
+@app.command("export-weights")
+def export_weights_cmd(
+    ckpt_dir: Path = typer.Argument(..., help="checkpoint directory of a training run (its latest step), or one step "
+                                              "directory (DCP, any layout)"),
+    plan: Path = typer.Option(..., "--plan", help="the plan the model was trained with (names the hf: model)"),
+    to_hf: Path = typer.Option(..., "--to-hf", help="new Hugging Face directory to write (safetensors + config.json)"),
+) -> None:
+    """Write a trained checkpoint of an hf: model as a Hugging Face directory that
+    transformers.AutoModelForCausalLM.from_pretrained loads."""
+    from autoplan.execute.hf_export import export_plan_weights
+    step_dir, files = export_plan_weights(ckpt_dir, plan, to_hf)
+    typer.echo(f"wrote {to_hf} from {step_dir}: {', '.join(files)}", err=True)
+
+
+@app.command()
+def tokenize(
+    text: Path = typer.Argument(..., help="UTF-8 text file"),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="local Hugging Face tokenizer directory"),
+    out: Path = typer.Option(..., "--out", help="token file to write (.bin; a .bin.json description beside it)"),
+    model: Optional[str] = typer.Option(None, "--model", help="the model the tokens are for (checks the vocabulary "
+                                                              "and sets the token width)"),
+) -> None:
+    """Tokenize a text file into a flat token file for training (little-endian uint16, uint32 for
+    vocabularies over 65,536 ids)."""
+    from autoplan.execute.token_data import tokenize_text
+    vocab = None
+    if model is not None:
+        from autoplan.models.source import resolve_model
+        shape = resolve_model(model).shape
+        if shape is None:
+            from autoplan.errors import InputError
+            raise InputError(f"--model {model}: its vocabulary is not known without building it; give a "
+                             f"transformer spec (hf:DIR, a built-in name, a shape file)")
+        vocab = shape.vocab
+    meta = tokenize_text(text, tokenizer, out, model_vocab=vocab)
+    typer.echo(f"wrote {out}: {meta['num_tokens']} tokens ({meta['dtype']}, tokenizer vocabulary "
+               f"{meta['vocab_size']})", err=True)
 
 
 @app.command()

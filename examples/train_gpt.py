@@ -117,12 +117,10 @@ def train(args: argparse.Namespace) -> None:
             os._exit(1)
         tokens, labels = synthetic_batch(step, layout.global_batch, training.seq_len, vocab, args.seed)
         t0 = time.perf_counter()
-        # this DP rank's rows [mbs*m, s] (the same on its cp ranks; step keeps each one's sequence share)
-        pending = par.step_async(par.batch_slice(tokens), par.batch_slice(labels))
-        par.optimizer_step(opt)  # while the loss is all-reduced (fp16: through the loss scaler)
-        par.after_optimizer_step()  # local SGD (a lossy plan option): periodic parameter averaging
-        opt.zero_grad(set_to_none=True)
-        loss = pending.value()
+        # this DP rank's rows [mbs*m, s] (the same on its cp ranks; step keeps each one's sequence share); the
+        # optimizer step runs while the loss is all-reduced (fp16: through the loss scaler), then local SGD's
+        # periodic parameter averaging (a lossy plan option)
+        loss = par.train_step(par.batch_slice(tokens), par.batch_slice(labels), opt)
         dt = time.perf_counter() - t0
         step_times.append(dt)
         if master:

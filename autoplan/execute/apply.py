@@ -25,6 +25,11 @@ Order of application:
    DDP (ZeRO-0 without TP or PP), else ``fully_shard`` per block then root.
 6. **pipeline schedule** over the chunks (``gpipe | 1f1b | interleaved``).
 
+A model built on the meta device with a checkpoint to read (``hf:DIR``, ``model.checkpoint_weights``)
+goes through 2-5 holding no storage; each chunk is then allocated and its local shards read from the
+checkpoint (:mod:`autoplan.models.hf_weights`): after step 4 when DDP or no DP follows (DDP broadcasts
+whole parameters when it wraps), after step 5 under ``fully_shard`` (each rank allocates its shard only).
+
 Precision (the plan's ``training.precision``): ``fp32``, or mixed ``bf16`` / ``fp16`` with fp32
 weights, gradients and optimizer state. Where the layout uses ``fully_shard`` that is FSDP2's
 ``MixedPrecisionPolicy`` (compute in the 16-bit type, gradient reduction in fp32); elsewhere (DDP,
@@ -131,6 +136,16 @@ class Parallelized:
         self.grad_scaler.step(optimizer)
         self.grad_scaler.update()
 
+    def train_step(self, tokens: torch.Tensor, labels: torch.Tensor, optimizer: torch.optim.Optimizer) -> float:
+        """One whole training step on this rank's rows (arguments as for :meth:`step`): forward and
+        backward, :meth:`optimizer_step` while the loss is all-reduced, :meth:`after_optimizer_step`,
+        gradients cleared; returns the global mean loss."""
+        pending = self.step_async(tokens, labels)
+        self.optimizer_step(optimizer)
+        self.after_optimizer_step()
+        optimizer.zero_grad(set_to_none=True)
+        return pending.value()
+
     def after_optimizer_step(self) -> None:
         """Call after each optimizer step: under local SGD, averages the parameters over the data
         parallel group every ``sync_every`` steps (a no-op otherwise)."""
@@ -207,19 +222,28 @@ class Parallelized:
         final backward) before it may step; started here and waited on later, it costs nothing on
         the critical path.
         """
-        n = self.layout.num_microbatches
+        tokens, labels = self._local_rows(tokens, labels)
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            loss_sum, reduced = self._forward_backward(tokens, labels)
+        return PendingLoss(total=loss_sum, work=reduced, count=self._loss_count)
+
+    def _local_rows(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Check a step's ``[mbs * num_microbatches, s]`` rows; keep this cp rank's share of the sequence;
+        move them to the device."""
         for name, t in (("tokens", tokens), ("labels", labels)):
             if t.dim() != 2 or t.shape[0] != self.rows_per_rank:
                 raise InputError(f"step: {name} must be [mbs*num_microbatches={self.rows_per_rank}, seq], "
                                  f"got {list(t.shape)}")
         if self.sequence_shard is not None:
             tokens, labels = self.sequence_shard.take(tokens, dim=1), self.sequence_shard.take(labels, dim=1)
-        tokens, labels = tokens.to(self.device), labels.to(self.device)
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            loss_sum, reduced = self._forward_backward(tokens, labels)
-        # Every last-stage rank (dp * cp * tp of them) holds the sum of its n micro-batch means
-        # (under cp each a mean over its share of the tokens; the shares are equal).
-        return PendingLoss(total=loss_sum, work=reduced, count=n * self.mesh.dp * self.mesh.cp * self.mesh.tp)
+        return tokens.to(self.device), labels.to(self.device)
+
+    @property
+    def _loss_count(self) -> int:
+        """How many micro-batch means the all-reduced loss sum holds: every last-stage rank (dp * cp * tp of
+        them) adds its n micro-batch means (under cp each a mean over its share of the tokens; the shares
+        are equal)."""
+        return self.layout.num_microbatches * self.mesh.dp * self.mesh.cp * self.mesh.tp
 
     def _forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dist.Work]:
         """Run the step's micro-batches: ``(this rank's sum of micro-batch mean losses, its all-reduce)``.
@@ -251,6 +275,27 @@ class Parallelized:
             for loss in losses:
                 loss_sum += loss.detach() / scale
         return loss_sum, dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM, async_op=True)
+
+    def eval_loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+        """Forward only (no gradients, parameters unchanged) of one step's rows: the global mean loss,
+        the same float on every rank. Arguments as for :meth:`step`; under PP the schedule's ``eval``."""
+        n = self.layout.num_microbatches
+        tokens, labels = self._local_rows(tokens, labels)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
+                                             enabled=self.autocast_dtype is not None):
+            if self.schedule is None:
+                for t, y in zip(tokens.chunk(n), labels.chunk(n)):
+                    loss_sum += self.loss_fn(self.runners[0](t), y).double()
+            else:
+                losses: list[torch.Tensor] = []
+                args = (tokens,) if self.is_first_stage else ()
+                self.schedule.eval(*args, target=labels if self.is_last_stage else None, losses=losses)
+                scale = 1.0 if self.grad_scaler is None else self.grad_scaler.get_scale()
+                for loss in losses:
+                    loss_sum += loss.detach().double() / scale
+        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        return float(loss_sum) / self._loss_count
 
     # -- inspection (collectives: call on every rank) ------------------------------------------
     def full_gradients(self) -> dict[str, torch.Tensor]:
@@ -339,8 +384,13 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     runners = []
     fsdp = mesh.grad_enabled and not use_ddp(zero=layout.zero, tp=layout.tp, pipelined=mesh.pp_enabled)
     shard = None
+    # A model built on the meta device (hf:DIR with load_weights) is laid out first and then each chunk's
+    # local shards are allocated and read from its checkpoint: before DDP (which broadcasts whole
+    # parameters when it wraps), after fully_shard (so a rank allocates only its shard).
+    weights = getattr(model, "checkpoint_weights", None)
     for chunk in chunks:
-        chunk.to(device)
+        if weights is None:
+            chunk.to(device)
         if precision == "fp8":
             convert_to_fp8(chunk)
         if mesh.cp_enabled:
@@ -351,12 +401,16 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         per_block = {k.split(".", 1)[1]: m for k, m in layout.recompute_layers.items() if k.startswith("block.")}
         if layout.recompute != "none" or per_block:
             apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
+        if weights is not None and not fsdp:
+            weights.materialize(chunk, device)
         if mesh.grad_enabled:
             runners.append(apply_dp(chunk, chunk.blocks, mesh.grad_mesh(), zero=layout.zero, tp=layout.tp,
                                     pipelined=mesh.pp_enabled, param_dtype=low,
                                     grad_compression=layout.grad_compression).runner)
         else:
             runners.append(chunk)
+        if weights is not None and fsdp:
+            weights.materialize(chunk, device)
 
     scaler = LossScaler(device) if precision == "fp16" else None
     schedule = None

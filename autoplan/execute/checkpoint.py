@@ -23,6 +23,10 @@ world size (the same rank then plays the same part); under another world size th
 old ranks have no counterpart and are left as they are, and the loss scale is taken from rank 0's
 file (every rank's scale is the same: :class:`~autoplan.execute.scaler.LossScaler` syncs them).
 
+Beside them, a save may carry ``extra_state``: a JSON-able dict that is the same on every rank (a data
+loader's position, :meth:`autoplan.execute.token_data.TokenBatches.state`), written by rank 0 as
+``extra_state.json`` and read back with :func:`read_extra_state`.
+
 On disk::
 
     DIR/step_00000004/   one DCP checkpoint (``.metadata`` + one file per rank), the state after 4 steps
@@ -59,6 +63,9 @@ LATEST = "latest"
 """name of the marker file, inside the checkpoint directory, that names the newest complete step"""
 
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+EXTRA_STATE = "extra_state.json"
+"""rank 0's file beside the DCP shards: the caller's ``extra_state`` (the data position)"""
 
 RANK_STATE = "rank_state_{rank}.pt"
 """per-rank file beside the DCP shards: RNG states and the loss scaler's state"""
@@ -185,8 +192,11 @@ def _load_rank_state(par: Parallelized, path: Path) -> None:
             par.grad_scaler.load_state_dict(src["grad_scaler"])
 
 
-def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_dir: str | os.PathLike) -> Path:
+def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_dir: str | os.PathLike,
+         extra_state: dict | None = None) -> Path:
     """Write the model and optimizer state after ``step`` completed steps; a collective.
+
+    ``extra_state`` (the same on every rank, JSON-able) goes to ``extra_state.json`` (rank 0 writes it).
 
     Every rank writes its own pieces into ``ckpt_dir/step_<step>.partial``; after a barrier rank 0
     renames it to ``ckpt_dir/step_<step>`` and points ``ckpt_dir/latest`` at it (atomic renames).
@@ -204,12 +214,26 @@ def save(par: Parallelized, optimizer: torch.optim.Optimizer, step: int, ckpt_di
     _, state = _state(par, optimizer)
     dcp.save(state, checkpoint_id=staging)
     _save_rank_state(par, staging)
+    if extra_state is not None and dist.get_rank() == 0:
+        write_json_atomic(staging / EXTRA_STATE, extra_state)
     dist.barrier()  # every rank's files are complete before the directory is renamed and the marker moves
     if dist.get_rank() == 0:
         os.replace(staging, path)
         write_json_atomic(root / LATEST, {"step": step, "dir": path.name})     # temporary file, then rename
     dist.barrier()  # nobody reads the marker before it is written
     return path
+
+
+def read_extra_state(ckpt_dir: str | os.PathLike) -> dict | None:
+    """The ``extra_state`` saved with the newest complete checkpoint under ``ckpt_dir``; ``None`` when
+    there is no checkpoint or it was saved without one."""
+    latest = read_latest(ckpt_dir)
+    if latest is None or not (latest.path / EXTRA_STATE).is_file():
+        return None
+    try:
+        return json.loads((latest.path / EXTRA_STATE).read_text())
+    except ValueError as e:
+        raise InputError(f"{latest.path / EXTRA_STATE}: malformed ({e})") from None
 
 
 def load(par: Parallelized, optimizer: torch.optim.Optimizer, ckpt_dir: str | os.PathLike) -> int | None:

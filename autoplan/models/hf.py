@@ -8,6 +8,15 @@ Spec forms (``autoplan ... --model hf:NAME``)::
     hf:llama          LlamaConfig() defaults (Llama-2-7B shape, 2048 positions)
     hf:NAME,key=value,...   overrides: layers, hidden, heads, kv_heads (Llama), ffn_hidden, vocab,
                             seq_len, or any attribute of the transformers config class
+    hf:DIR            a local checkpoint directory (``config.json`` of a ``gpt2`` or ``llama`` model and
+                      safetensors weights, one file or sharded with ``model.safetensors.index.json``;
+                      no overrides). Built with ``load_weights=True`` (training scripts), the model is
+                      made on the meta device and its weights are read shard by shard into the layout
+                      (:mod:`autoplan.models.hf_weights`); otherwise (profiling) it is a random
+                      initialisation of the checkpoint's config, like ``hf:NAME``.
+
+A spec is a directory when its text (after ``hf:``) is not a preset name and names a directory, or
+looks like a path (holds ``/`` or starts with ``.``).
 
 The full-size ``hf:gpt2`` / ``hf:llama`` are for planning: on a catalogue cluster the planner uses
 their shape analytically without building them (see
@@ -52,8 +61,10 @@ Run::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -134,10 +145,56 @@ def _parse_value(text: str) -> int | float | bool | str:
     return text
 
 
+_FAMILIES = {"gpt2": _GPT2, "llama": _LLAMA}
+
+
+def checkpoint_dir(spec: str) -> Path | None:
+    """The checkpoint directory ``hf:DIR`` names, or None for ``hf:NAME`` (see the module docstring)."""
+    text = spec[len(HF_PREFIX):] if is_hf_spec(spec) else spec
+    if text.split(",")[0] in HF_PRESETS:
+        return None
+    path = Path(text)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
+        return path
+    if "/" in text or text.startswith("."):
+        raise InputError(f"checkpoint directory not found: {path}")
+    return None
+
+
+def _checkpoint_config(path: Path) -> tuple[HFArch, Any]:
+    """The architecture and ``transformers`` config of a checkpoint directory (read as it is)."""
+    tf = _transformers()
+    try:
+        config = tf.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise InputError(f"{path}/config.json: not a readable Hugging Face config "
+                         f"({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})") from None
+    arch = _FAMILIES.get(getattr(config, "model_type", None))
+    if arch is None:
+        raise InputError(f"{path}: model_type {getattr(config, 'model_type', None)!r} is not supported "
+                         f"(supported: {', '.join(_FAMILIES)})")
+    return arch, config
+
+
+def checkpoint_config(path: Path) -> Any:
+    """The ``transformers`` config of a checkpoint directory as stored (dropout, tied embeddings and all)."""
+    return _checkpoint_config(path)[1]
+
+
+def hf_arch(spec: str) -> HFArch:
+    """The architecture (family) of an ``hf:`` spec, a preset's or a checkpoint directory's."""
+    path = checkpoint_dir(spec)
+    return _checkpoint_config(path)[0] if path is not None else parse_hf_spec(spec)[0]
+
+
 def parse_hf_spec(spec: str) -> tuple[HFArch, dict[str, Any]]:
     """``hf:NAME[,key=value...]`` -> (architecture, config keyword arguments)."""
     if not is_hf_spec(spec):
         raise InputError(f"not a Hugging Face model spec (hf:NAME): {spec!r}")
+    if checkpoint_dir(spec) is not None:
+        raise InputError(f"{spec!r} is a checkpoint directory, not a preset with overrides")
     name, *pairs = spec[len(HF_PREFIX):].split(",")
     if name not in HF_PRESETS:
         raise InputError(f"unknown Hugging Face model {spec!r} (known: "
@@ -160,7 +217,16 @@ def parse_hf_spec(spec: str) -> tuple[HFArch, dict[str, Any]]:
 
 
 def hf_config(spec: str) -> Any:
-    """The ``transformers`` config of ``spec`` (untied embeddings, no dropout, sdpa attention)."""
+    """The ``transformers`` config of ``spec`` (untied embeddings, no dropout, sdpa attention); for a
+    checkpoint directory its ``config.json`` with those three changed."""
+    path = checkpoint_dir(spec)
+    if path is not None:
+        arch, config = _checkpoint_config(path)
+        for key, value in _NO_DROPOUT[arch.family].items():
+            setattr(config, key, value)
+        config.tie_word_embeddings = False
+        config._attn_implementation = "sdpa"
+        return config
     arch, kwargs = parse_hf_spec(spec)
     config_cls = getattr(_transformers(), arch.config_class)
     vocab = kwargs.get("vocab_size", config_cls().vocab_size)
@@ -188,7 +254,7 @@ def _config_errors() -> tuple[type[Exception], ...]:
 
 def hf_shape(spec: str) -> ModelShape:
     """The transformer shape of ``spec`` (for the planner's TP-degree checks and cost fractions)."""
-    arch, _ = parse_hf_spec(spec)
+    arch = hf_arch(spec)
     c = hf_config(spec)
     if arch.family == "gpt2":
         vals = dict(layers=c.n_layer, hidden=c.n_embd, heads=c.n_head, kv_heads=c.n_head,
@@ -206,7 +272,7 @@ def hf_shape(spec: str) -> ModelShape:
 def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:
     """The plain ``transformers`` model of ``spec`` (``GPT2LMHeadModel`` / ``LlamaForCausalLM``), its
     random initialisation drawn from ``seed`` (the caller's RNG state is left unchanged)."""
-    arch, _ = parse_hf_spec(spec)
+    arch = hf_arch(spec)
     tf = _transformers()
     config = hf_config(spec)
     cls = tf.GPT2LMHeadModel if arch.family == "gpt2" else tf.LlamaForCausalLM
@@ -216,14 +282,32 @@ def build_hf_reference(spec: str, seed: int = 0) -> nn.Module:
     return model.float().eval()
 
 
-def build_hf_model(spec: str, seed: int = 0) -> UnitModel:
-    """The unit model of ``spec``: the HF model of :func:`build_hf_reference` (same ``seed``), converted."""
-    arch, _ = parse_hf_spec(spec)
-    ref = build_hf_reference(spec, seed)
-    model = GPT2Units.from_hf(ref) if arch.family == "gpt2" else LlamaUnits.from_hf(ref)
+def build_hf_model(spec: str, seed: int = 0, *, load_weights: bool = False) -> UnitModel:
+    """The unit model of ``spec``: the HF model of :func:`build_hf_reference` (same ``seed``), converted.
+
+    ``load_weights`` with a checkpoint directory: the model is built on the meta device and carries a
+    :class:`~autoplan.models.hf_weights.CheckpointWeights` (``model.checkpoint_weights``, checked against
+    the files' headers here) that :func:`autoplan.parallelize` uses to read each rank's shards."""
+    arch = hf_arch(spec)
+    path = checkpoint_dir(spec) if load_weights else None
+    if path is None:
+        ref = build_hf_reference(spec, seed)
+    else:
+        tf = _transformers()
+        with torch.device("meta"):
+            cls = tf.GPT2LMHeadModel if arch.family == "gpt2" else tf.LlamaForCausalLM
+            ref = cls(hf_config(spec)).float()
+    with torch.device("meta") if path is not None else contextlib.nullcontext():
+        model = GPT2Units.from_hf(ref) if arch.family == "gpt2" else LlamaUnits.from_hf(ref)
     model.spec = spec
     model.shape = hf_shape(spec)
+    if path is not None:
+        from autoplan.models.hf_weights import CheckpointWeights
+
+        # the config as stored (tie_word_embeddings as the files were written)
+        model.checkpoint_weights = CheckpointWeights.open(path, arch.family, checkpoint_config(path), model)
     return model
+
 
 
 # --------------------------------------------------------------------------------------------

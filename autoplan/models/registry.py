@@ -27,12 +27,14 @@ from autoplan.models.source import resolve_plan_model
 from autoplan.models.units import TensorParallelPlan, unit_module
 
 
-def build_model_from_spec(spec: str, shape: dict | None = None, seed: int = 0) -> nn.Module:
+def build_model_from_spec(spec: str, shape: dict | None = None, seed: int = 0, *,
+                          load_weights: bool = False) -> nn.Module:
     """The model a plan (or a script) trains: ``spec`` and a plan's recorded transformer ``shape``
     (``training.shape``), resolved by :func:`autoplan.models.source.resolve_plan_model`, built on CPU
     in fp32 from ``seed``. For ``hf:``/factory specs the spec alone defines the model and ``shape``
-    is only checked against it."""
-    return resolve_plan_model(spec, shape).build(seed)
+    is only checked against it. ``load_weights``: an ``hf:DIR`` checkpoint's weights, loaded by
+    :func:`autoplan.parallelize` (the model is returned on the meta device)."""
+    return resolve_plan_model(spec, shape).build(seed, load_weights=load_weights)
 
 
 def _declared(model: nn.Module, attr: str, shape_field: str) -> int:

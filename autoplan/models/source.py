@@ -8,7 +8,9 @@ alone and calls exactly one of them)::
     path/shape.json                shape_file      _shape_file(spec, d)  reference Transformer of the file's shape
     path/model.json (a profile)    profile_file    _profile_file(spec)   none: a measured or analytic model profile,
                                                                          taken by the planner as it is
-    hf:NAME[,key=value,...]        hf              _hf(spec)             autoplan.models.hf adapter, random init
+    hf:NAME[,key=value,...]        hf              _hf(spec)             autoplan.models.hf adapter, random init;
+      or hf:DIR (a checkpoint)                                           for DIR with load_weights, its weights
+                                                                         read shard by shard into the layout
     path/to/file.py:factory        factory         _factory(spec)        the user's factory (autoplan.models.factory)
     a plan's model_spec + shape    recorded_shape  resolve_plan_model()  reference Transformer of the recorded shape
                                                                          (hf: and factory specs resolve as above)
@@ -77,10 +79,12 @@ class ModelSource:
         per layer kind of the reference transformer."""
         return self.form in ("hf", "factory")
 
-    def build(self, seed: int = 0) -> nn.Module:
-        """The whole model on CPU in fp32, initialised from ``seed`` (each rank of a job rebuilds the same)."""
+    def build(self, seed: int = 0, *, load_weights: bool = False) -> nn.Module:
+        """The whole model on CPU in fp32, initialised from ``seed`` (each rank of a job rebuilds the same).
+        ``load_weights`` with ``hf:DIR``: on the meta device, its checkpoint's weights to be read by
+        :func:`autoplan.parallelize` into each rank's shards (see :mod:`autoplan.models.hf`)."""
         if self.form == "hf":
-            model = build_hf_model(self.spec, seed)
+            model = build_hf_model(self.spec, seed, load_weights=load_weights)
             _check_recorded_shape(self.spec, model.shape, self.recorded_shape)
             return model
         if self.form == "factory":
