@@ -124,7 +124,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                             and "schedule" not in f):
                         continue
                     zeros = opts.zero if dp * cp > 1 else (0,)
-                    if opts.prune_dominated and "zero" not in f and 2 in zeros:
+                    if opts.prune_dominated and "zero" not in f and 2 in zeros and 2 in fw.zero_levels:
                         zeros = tuple(z for z in zeros if z != 1)
                     sps = (0, 1) if tp > 1 else (0,)
                     for zero in zeros:
