@@ -1,0 +1,168 @@
+"""Pipeline receive buffers just in time: held only while their micro-batch is in flight.
+
+Targets torch 2.13 (``torch.distributed.pipelining.stage.PipelineStage``). There, when a schedule
+first runs, ``_prepare_forward_infra`` gives every micro-batch of a stage one ``_RecvInfo`` per
+input with a ``buffer`` allocated from its ``tensor_meta`` (``args_recv_info[mb]``: activations), and
+``_prepare_backward_infra`` does the same for the gradients of its outputs (``grad_recv_info[mb]``).
+The schedules receive into ``get_fwd_recv_ops(mb)`` / ``get_bwd_recv_ops(mb)`` and compute from
+the same buffers, which are never freed: 2 x m buffers per cut for the whole step (and the
+activation buffers keep their ``.grad`` until the next step). Megatron holds a receive buffer only
+until the backward that consumes it (pytorch issue 136380; PRs 193872 / 196463 do it in torch).
+
+:class:`JitRecvStage` keeps torch's descriptors and order and changes only the buffers' lifetime:
+
+- a receive buffer is made from its descriptor's ``tensor_meta`` (torch's own
+  ``_make_tensor_from_meta``) when the schedule asks for that micro-batch's receive ops, so the
+  schedule's order (GPipe, 1F1B, interleaved's posted-ahead receives) decides when;
+- the descriptor lets go of it when the stage's backward of that micro-batch is done (the
+  activation: autograd held it as the chunk's input until then; the gradient: consumed by that
+  backward), or after the forward when there is no backward (evaluation);
+- the per-micro-batch buffers torch allocates at set-up are dropped as soon as it has made them.
+
+So a rank holds the activations of its in-flight micro-batches (which the chunk's first layer
+saves for backward anyway) and a gradient buffer only from its receive to its backward.
+
+A newer torch that allocates just in time itself (its ``pipelining._recv_buffers`` module, PR
+196463) needs none of this: :func:`make_stage` then builds torch's own ``PipelineStage``. If a
+torch changes the internals named in :data:`INTERNALS` without that module, :func:`make_stage`
+warns and falls back to torch's stock allocation, and tests/test_pp_buffers.py fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import stage as torch_stage
+
+TARGET_TORCH = "2.13"
+"""the torch release whose pipelining internals :class:`JitRecvStage` was written against"""
+
+TORCH_JIT_MODULE = "torch.distributed.pipelining._recv_buffers"
+"""where torch's own just-in-time receive buffers live once they ship (PR 196463)"""
+
+INTERNALS: dict[str, tuple[str, ...]] = {
+    # PipelineStage methods overridden here, with the parameters passed through
+    "get_fwd_recv_ops": ("fwd_chunk_id",),
+    "get_bwd_recv_ops": ("bwd_chunk_id",),
+    "forward_one_chunk": ("fwd_chunk_id", "args", "kwargs", "save_forward_output"),
+    "backward_one_chunk": ("bwd_chunk_id", "loss", "full_backward", "last_backward"),
+    "set_local_bwd_input": ("next_stage_bwd_outputs", "mb_index"),
+    "_prepare_forward_infra": ("num_microbatches", "args", "kwargs", "has_backward"),
+    "_prepare_backward_infra": ("num_microbatches", "loss_fn", "target", "received_grad_meta", "loss_kwargs"),
+}
+"""the PipelineStage methods :class:`JitRecvStage` overrides and the parameters it relies on;
+besides these: ``args_recv_info`` / ``grad_recv_info`` (micro-batch -> tuple of ``_RecvInfo``),
+``_RecvInfo(buffer, tensor_meta, is_root_arg)`` and ``stage._make_tensor_from_meta``"""
+
+
+def torch_allocates_just_in_time() -> bool:
+    """Whether the installed torch allocates pipeline receive buffers just in time itself."""
+    return importlib.util.find_spec(TORCH_JIT_MODULE) is not None
+
+
+def missing_internals() -> list[str]:
+    """The torch internals :class:`JitRecvStage` relies on that the installed torch lacks (empty
+    when all are there)."""
+    missing = []
+    for name, params in INTERNALS.items():
+        fn = getattr(PipelineStage, name, None)
+        if fn is None:
+            missing.append(f"PipelineStage.{name}")
+            continue
+        have = inspect.signature(fn).parameters
+        missing += [f"PipelineStage.{name}({p})" for p in params if p not in have]
+    info = getattr(torch_stage, "_RecvInfo", None)
+    if info is None:
+        missing.append("stage._RecvInfo")
+    else:
+        have = inspect.signature(info.__init__).parameters
+        missing += [f"_RecvInfo({p})" for p in ("buffer", "tensor_meta", "is_root_arg") if p not in have]
+    if not callable(getattr(torch_stage, "_make_tensor_from_meta", None)):
+        missing.append("stage._make_tensor_from_meta")
+    return missing
+
+
+def _allocate(infos: Iterable[Any], device: torch.device) -> None:
+    """Give every receiving descriptor without a buffer a fresh one, as torch's set-up would."""
+    for info in infos:
+        if not info.is_root_arg and info.buffer is None and info.tensor_meta is not None:
+            info.buffer = torch_stage._make_tensor_from_meta(info.tensor_meta, device)
+
+
+def _release(infos: Iterable[Any]) -> None:
+    """Drop the descriptors' references to their buffers (the metadata stays for the next receive)."""
+    for info in infos:
+        if not info.is_root_arg:
+            info.buffer = None
+
+
+class JitRecvStage(PipelineStage):
+    """A ``PipelineStage`` whose receive buffers exist only from their receive until the
+    computation that consumes them is done (module docstring). Same constructor and behaviour."""
+
+    def _prepare_forward_infra(self, num_microbatches, args, kwargs=None, has_backward=False):
+        out = super()._prepare_forward_infra(num_microbatches, args, kwargs, has_backward)
+        for infos in self.args_recv_info.values():
+            _release(infos)
+        return out
+
+    def _prepare_backward_infra(self, num_microbatches, loss_fn=None, target=None, received_grad_meta=None,
+                                loss_kwargs=None):
+        out = super()._prepare_backward_infra(num_microbatches, loss_fn, target, received_grad_meta, loss_kwargs)
+        for infos in self.grad_recv_info.values():
+            _release(infos)
+        return out
+
+    def get_fwd_recv_ops(self, fwd_chunk_id: int):
+        _allocate(self.args_recv_info[fwd_chunk_id], self.device)
+        return super().get_fwd_recv_ops(fwd_chunk_id)
+
+    def get_bwd_recv_ops(self, bwd_chunk_id: int):
+        _allocate(self.grad_recv_info[bwd_chunk_id], self.device)
+        return super().get_bwd_recv_ops(bwd_chunk_id)
+
+    def set_local_bwd_input(self, next_stage_bwd_outputs, mb_index: int) -> None:
+        # same-rank hand-over (V schedules): torch zeroes the buffer of a gradient that is None
+        _allocate(self.grad_recv_info[mb_index], self.device)
+        super().set_local_bwd_input(next_stage_bwd_outputs, mb_index)
+
+    def forward_one_chunk(self, fwd_chunk_id: int, args, kwargs=None, save_forward_output: bool = True):
+        out = super().forward_one_chunk(fwd_chunk_id, args, kwargs, save_forward_output)
+        if not self.has_backward:
+            _release(self.args_recv_info.get(fwd_chunk_id, ()))
+        return out
+
+    def backward_one_chunk(self, bwd_chunk_id: int, loss=None, full_backward: bool = True, last_backward=False):
+        super().backward_one_chunk(bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward)
+        _release(self.args_recv_info.get(bwd_chunk_id, ()))
+        _release(self.grad_recv_info.get(bwd_chunk_id, ()))
+
+
+def stage_class(jit: bool = True) -> type[PipelineStage]:
+    """The stage class for this torch: torch's own ``PipelineStage`` where it allocates just in
+    time itself or ``jit`` is off; :class:`JitRecvStage` where its internals are the ones this
+    module targets; else (a warning) torch's stock allocation."""
+    if not jit or torch_allocates_just_in_time():
+        return PipelineStage
+    missing = missing_internals()
+    if missing:
+        warnings.warn(f"torch {torch.__version__} lacks the pipelining internals autoplan's just-in-time "
+                      f"receive buffers were written for (torch {TARGET_TORCH}): {', '.join(missing)}; "
+                      "pipeline stages keep a receive buffer per micro-batch, more memory than the plan counts",
+                      RuntimeWarning, stacklevel=2)
+        return PipelineStage
+    return JitRecvStage
+
+
+def make_stage(submodule: nn.Module, stage_index: int, num_stages: int, device: torch.device, *, group,
+               jit: bool = True) -> PipelineStage:
+    """A pipeline stage for ``submodule`` (shapes inferred at run time) with just-in-time receive
+    buffers, or torch's stock allocation with ``jit=False``."""
+    return stage_class(jit)(submodule, stage_index, num_stages, device, group=group)

@@ -1,0 +1,168 @@
+"""Pipeline memory: peak memory per pipeline rank against the number of micro-batches, with torch's
+stock receive buffers and with autoplan's just-in-time ones, measured beside predicted.
+
+    python benchmarks/pipeline_memory.py                         # gpt-small, pp=4, m = 4, 8, 16, 32
+    python benchmarks/pipeline_memory.py --micro-batches 4,8 --schedules 1f1b
+
+On 4 gloo CPU processes (pp = 4; interleaved: vp = 2) the model is cut into even stages and trained
+with AdamW, fp32, mbs 1, for ``--steps`` steps per run, under GPipe, 1F1B and interleaved 1F1B, each
+with ``jit_recv_buffers`` off (torch.distributed.pipelining's own allocation: a receive buffer per
+micro-batch for the whole step) and on (:mod:`autoplan.execute.pp_buffers`).
+
+Measured: torch's profiler memory events (``profile_memory=True``): every byte the CPU allocator
+hands out or takes back while the profiler runs, whatever allocator serves it. The profiler starts
+before the model is built, so parameters and optimizer state are in the count; the peak is the
+highest running total inside the last step (forward, backward and optimizer step), i.e. the most
+bytes of tensors alive at once. Predicted: autoplan's cost model (``estimate``) for that layout
+from the model profile and cluster profile given (by default the shipped CPU profiles of
+gpt-small and 4 processes). Per run and rank it prints::
+
+    schedule     m  rank  stock_MiB  jit_MiB  predicted_MiB  pred/jit  buffers_MiB
+
+(``buffers_MiB``: the predicted pipeline buffers of that rank), then per schedule how much each
+rank's peak grows from the smallest m to the largest, and the worst predicted/measured ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+PP = 4
+MIB = 2**20
+SCHEDULES = {"gpipe": 1, "1f1b": 1, "interleaved": 2}        # schedule -> vp
+
+
+def even_stages(units: list[str], chunks: int) -> list[list[str]]:
+    """``units`` cut into ``chunks`` contiguous, near-equal stages."""
+    bounds = [round(i * len(units) / chunks) for i in range(chunks + 1)]
+    return [units[bounds[i]:bounds[i + 1]] for i in range(chunks)]
+
+
+def layout_dict(schedule: str, m: int, units: list[str]) -> dict:
+    vp = SCHEDULES[schedule]
+    return dict(pp=PP, vp=vp, mbs=1, num_microbatches=m, schedule=schedule, zero=0, recompute="none",
+                stages=even_stages(units, PP * vp))
+
+
+def step_peak_bytes(events, start_ns: int, end_ns: int) -> int:
+    """The most bytes alive at once between ``start_ns`` and ``end_ns``, from the profiler's memory
+    events (+bytes at each allocation, -bytes at each free, counted from the profiler's start)."""
+    mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    live = peak = 0
+    for t, n in mem:
+        if t > end_ns:
+            break
+        live += n
+        if t >= start_ns:
+            peak = max(peak, live)
+    return peak
+
+
+def worker(rank: int, port: int, shape: dict, runs: list[tuple[dict, bool]], steps: int, out_dir: str) -> None:
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from autoplan.execute.apply import parallelize
+    from autoplan.execute.data import synthetic_batch
+    from autoplan.models.transformer import ModelShape, build_model
+    from autoplan.plan.plan import Layout
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=PP)
+    s = ModelShape.from_dict(shape)
+    peaks = []
+    for d, jit in runs:
+        layout = Layout.from_dict(d)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            par = parallelize(build_model(s, seed=0), layout, jit_recv_buffers=jit)
+            opt = torch.optim.AdamW(par.parameters(), lr=1e-3)
+            for step in range(steps):
+                tokens, labels = synthetic_batch(step, layout.global_batch, s.seq_len, s.vocab, 0)
+                with record_function("measured_step" if step == steps - 1 else "warmup_step"):
+                    par.step(par.batch_slice(tokens), par.batch_slice(labels))
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            del par, opt
+        events = prof.profiler.kineto_results.events()
+        mark = next(e for e in events if e.name() == "measured_step")
+        peaks.append(step_peak_bytes(events, mark.start_ns(), mark.end_ns()))
+        dist.barrier()
+    dist.destroy_process_group()
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(peaks))
+
+
+def measure(shape: dict, runs: list[tuple[dict, bool]], steps: int) -> list[list[int]]:
+    """Per run, the measured peak bytes of each pipeline rank (one 4-process job for all runs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(port, shape, runs, steps, tmp), nprocs=PP, join=True)
+        per_rank = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(PP)]
+    return [[per_rank[r][i] for r in range(PP)] for i in range(len(runs))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model-profile", default=str(ROOT / "profiles" / "gpt-small.cpu.json"))
+    ap.add_argument("--cluster", default=str(ROOT / "profiles" / "cpu-4proc.json"))
+    ap.add_argument("--model", default="gpt-small", help="built-in shape the profile was measured on")
+    ap.add_argument("--micro-batches", default="4,8,16,32")
+    ap.add_argument("--schedules", default=",".join(SCHEDULES))
+    ap.add_argument("--steps", type=int, default=2, help="steps per run; the last one is measured")
+    args = ap.parse_args(argv)
+
+    from autoplan.models.shapes import BUILTIN_SHAPES
+    from autoplan.plan.api import estimate_problem, make_problem
+    from autoplan.plan.cost import costs_for_layout
+    from autoplan.plan.figures import memory_by_rank
+    from autoplan.plan.plan import Layout
+
+    shape = BUILTIN_SHAPES[args.model]
+    units = ["embed"] + [f"block.{i}" for i in range(shape.layers)] + ["head"]
+    ms = [int(x) for x in args.micro_batches.split(",")]
+    schedules = args.schedules.split(",")
+    cases = [(s, m) for s in schedules for m in ms]
+    runs = [(layout_dict(s, m, units), jit) for s, m in cases for jit in (False, True)]
+    measured = measure(shape.to_dict(), runs, args.steps)
+
+    print(f"{args.model}: pp={PP} (interleaved vp=2), mbs 1, fp32, AdamW; peak per rank, MiB "
+          f"(measured: torch profiler memory events; predicted: autoplan's cost model)")
+    print(f"{'schedule':12} {'m':>3} {'rank':>4} {'stock_MiB':>10} {'jit_MiB':>8} {'predicted_MiB':>14} "
+          f"{'pred/jit':>8} {'buffers_MiB':>11}")
+    table = {}
+    for k, (s, m) in enumerate(cases):
+        stock, jit = measured[2 * k], measured[2 * k + 1]
+        pb = make_problem(args.model_profile, args.cluster, m)
+        layout, pred = estimate_problem(pb, Layout.from_dict(layout_dict(s, m, units)))
+        parts = memory_by_rank(pb, layout, costs_for_layout(pb.profile, pb.cluster, layout, pb.train))
+        for r in range(PP):
+            p = pred.memory_per_stage_bytes[r]
+            table[s, m, r] = (stock[r], jit[r], p)
+            print(f"{s:12} {m:>3} {r:>4} {stock[r] / MIB:>10.1f} {jit[r] / MIB:>8.1f} {p / MIB:>14.1f} "
+                  f"{p / jit[r]:>8.3f} {parts[r]['pipeline_buffers'] / MIB:>11.1f}")
+    print("\ngrowth of each rank's peak from m = %d to m = %d (MiB), and predicted/measured (jit)" % (ms[0], ms[-1]))
+    for s in schedules:
+        grow_stock = [table[s, ms[-1], r][0] - table[s, ms[0], r][0] for r in range(PP)]
+        grow_jit = [table[s, ms[-1], r][1] - table[s, ms[0], r][1] for r in range(PP)]
+        ratios = [table[s, m, r][2] / table[s, m, r][1] for m in ms for r in range(PP)]
+        print(f"{s:12} stock +{'/'.join(f'{g / MIB:.1f}' for g in grow_stock)}  "
+              f"jit +{'/'.join(f'{g / MIB:.1f}' for g in grow_jit)}  "
+              f"pred/meas {min(ratios):.3f}..{max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
