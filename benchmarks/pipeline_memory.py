@@ -1,8 +1,8 @@
 """Pipeline memory: peak memory per pipeline rank against the number of micro-batches, with torch's
 stock receive buffers and with autoplan's just-in-time ones, measured beside predicted.
 
-    python benchmarks/pipeline_memory.py                         # gpt-small, pp=4, m = 4, 8, 16, 32
-    python benchmarks/pipeline_memory.py --micro-batches 4,8 --schedules 1f1b
+    python benchmarks/pipeline_memory.py               # gpt-small at seq_len 512, pp=4, m = 4, 8, 16, 32
+    python benchmarks/pipeline_memory.py --micro-batches 4,8 --schedules 1f1b --seq-len 128
 
 On 4 gloo CPU processes (pp = 4; interleaved: vp = 2) the model is cut into even stages and trained
 with AdamW, fp32, mbs 1, for ``--steps`` steps per run, under GPipe, 1F1B and interleaved 1F1B, each
@@ -13,9 +13,11 @@ Measured: torch's profiler memory events (``profile_memory=True``): every byte t
 hands out or takes back while the profiler runs, whatever allocator serves it. The profiler starts
 before the model is built, so parameters and optimizer state are in the count; the peak is the
 highest running total inside the last step (forward, backward and optimizer step), i.e. the most
-bytes of tensors alive at once. Predicted: autoplan's cost model (``estimate``) for that layout
-from the model profile and cluster profile given (by default the shipped CPU profiles of
-gpt-small and 4 processes). Per run and rank it prints::
+bytes of tensors alive at once. Predicted: autoplan's cost model (``estimate``) for that layout,
+from a profile of the model's layers measured first on this machine (mbs 1, at ``--seq-len``; or
+``--model-profile``) and the shipped 4-process CPU cluster profile. A sequence of 512 makes the
+boundary tensors (512 KiB per micro-batch) a visible part of a rank's memory. Per run and rank it
+prints::
 
     schedule     m  rank  stock_MiB  jit_MiB  predicted_MiB  pred/jit  buffers_MiB
 
@@ -31,11 +33,13 @@ import os
 import socket
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")        # no start/stop lines from the profiler
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
@@ -116,9 +120,10 @@ def measure(shape: dict, runs: list[tuple[dict, bool]], steps: int) -> list[list
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model-profile", default=str(ROOT / "profiles" / "gpt-small.cpu.json"))
+    ap.add_argument("--model", default="gpt-small", help="a built-in shape")
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--model-profile", help="a profile of --model at --seq-len (default: measure one now)")
     ap.add_argument("--cluster", default=str(ROOT / "profiles" / "cpu-4proc.json"))
-    ap.add_argument("--model", default="gpt-small", help="built-in shape the profile was measured on")
     ap.add_argument("--micro-batches", default="4,8,16,32")
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--steps", type=int, default=2, help="steps per run; the last one is measured")
@@ -130,7 +135,12 @@ def main(argv: list[str] | None = None) -> None:
     from autoplan.plan.figures import memory_by_rank
     from autoplan.plan.plan import Layout
 
-    shape = BUILTIN_SHAPES[args.model]
+    from autoplan.profile.layers import profile_model
+
+    shape = replace(BUILTIN_SHAPES[args.model], seq_len=args.seq_len)
+    if args.model_profile is None:
+        args.model_profile = str(Path(tempfile.mkdtemp()) / "model.json")
+        profile_model(args.model, mbs_list=(1,), seq_len=args.seq_len, threads=1).save(args.model_profile)
     units = ["embed"] + [f"block.{i}" for i in range(shape.layers)] + ["head"]
     ms = [int(x) for x in args.micro_batches.split(",")]
     schedules = args.schedules.split(",")
@@ -138,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = [(layout_dict(s, m, units), jit) for s, m in cases for jit in (False, True)]
     measured = measure(shape.to_dict(), runs, args.steps)
 
-    print(f"{args.model}: pp={PP} (interleaved vp=2), mbs 1, fp32, AdamW; peak per rank, MiB "
+    print(f"{args.model} at seq_len {args.seq_len}: pp={PP} (interleaved vp=2), mbs 1, fp32, AdamW; peak per rank, MiB "
           f"(measured: torch profiler memory events; predicted: autoplan's cost model)")
     print(f"{'schedule':12} {'m':>3} {'rank':>4} {'stock_MiB':>10} {'jit_MiB':>8} {'predicted_MiB':>14} "
           f"{'pred/jit':>8} {'buffers_MiB':>11}")
@@ -164,5 +174,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     main()

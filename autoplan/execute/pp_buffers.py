@@ -16,7 +16,10 @@ until the backward that consumes it (pytorch issue 136380; PRs 193872 / 196463 d
   schedule's order (GPipe, 1F1B, interleaved's posted-ahead receives) decides when;
 - the descriptor lets go of it when the stage's backward of that micro-batch is done (the
   activation: autograd held it as the chunk's input until then; the gradient: consumed by that
-  backward), or after the forward when there is no backward (evaluation);
+  backward), or after the forward when there is no backward (evaluation). An activation buffer
+  this stage allocated also gives its storage back then (``resize_(0)``, as Megatron frees a sent
+  output): on the last stage the schedule keeps every micro-batch's loss until the step ends, and
+  the loss's spent autograd graph still references the chunk's input leaf, i.e. the buffer;
 - the per-micro-batch buffers torch allocates at set-up are dropped as soon as it has made them.
 
 So a rank holds the activations of its in-flight micro-batches (which the chunk's first layer
@@ -53,6 +56,7 @@ INTERNALS: dict[str, tuple[str, ...]] = {
     "get_bwd_recv_ops": ("bwd_chunk_id",),
     "forward_one_chunk": ("fwd_chunk_id", "args", "kwargs", "save_forward_output"),
     "backward_one_chunk": ("bwd_chunk_id", "loss", "full_backward", "last_backward"),
+    "backward_weight_one_chunk": ("bwd_chunk_id", "last_backward"),
     "set_local_bwd_input": ("next_stage_bwd_outputs", "mb_index"),
     "_prepare_forward_infra": ("num_microbatches", "args", "kwargs", "has_backward"),
     "_prepare_backward_infra": ("num_microbatches", "loss_fn", "target", "received_grad_meta", "loss_kwargs"),
@@ -89,11 +93,15 @@ def missing_internals() -> list[str]:
     return missing
 
 
-def _allocate(infos: Iterable[Any], device: torch.device) -> None:
-    """Give every receiving descriptor without a buffer a fresh one, as torch's set-up would."""
+def _allocate(infos: Iterable[Any], device: torch.device) -> list[torch.Tensor]:
+    """Give every receiving descriptor without a buffer a fresh one, as torch's set-up would;
+    returns the new buffers."""
+    made = []
     for info in infos:
         if not info.is_root_arg and info.buffer is None and info.tensor_meta is not None:
             info.buffer = torch_stage._make_tensor_from_meta(info.tensor_meta, device)
+            made.append(info.buffer)
+    return made
 
 
 def _release(infos: Iterable[Any]) -> None:
@@ -106,6 +114,11 @@ def _release(infos: Iterable[Any]) -> None:
 class JitRecvStage(PipelineStage):
     """A ``PipelineStage`` whose receive buffers exist only from their receive until the
     computation that consumes them is done (module docstring). Same constructor and behaviour."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._received_acts: dict[int, list[torch.Tensor]] = {}
+        """micro-batch -> the activation buffers this stage allocated for it and has not freed"""
 
     def _prepare_forward_infra(self, num_microbatches, args, kwargs=None, has_backward=False):
         out = super()._prepare_forward_infra(num_microbatches, args, kwargs, has_backward)
@@ -121,7 +134,7 @@ class JitRecvStage(PipelineStage):
         return out
 
     def get_fwd_recv_ops(self, fwd_chunk_id: int):
-        _allocate(self.args_recv_info[fwd_chunk_id], self.device)
+        self._received_acts[fwd_chunk_id] = _allocate(self.args_recv_info[fwd_chunk_id], self.device)
         return super().get_fwd_recv_ops(fwd_chunk_id)
 
     def get_bwd_recv_ops(self, bwd_chunk_id: int):
@@ -136,13 +149,28 @@ class JitRecvStage(PipelineStage):
     def forward_one_chunk(self, fwd_chunk_id: int, args, kwargs=None, save_forward_output: bool = True):
         out = super().forward_one_chunk(fwd_chunk_id, args, kwargs, save_forward_output)
         if not self.has_backward:
+            # the output may be a view of the input and kept for the caller: drop the reference only
             _release(self.args_recv_info.get(fwd_chunk_id, ()))
+            self._received_acts.pop(fwd_chunk_id, None)
         return out
 
     def backward_one_chunk(self, bwd_chunk_id: int, loss=None, full_backward: bool = True, last_backward=False):
         super().backward_one_chunk(bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward)
-        _release(self.args_recv_info.get(bwd_chunk_id, ()))
+        self._release_consumed(bwd_chunk_id, done=full_backward)
         _release(self.grad_recv_info.get(bwd_chunk_id, ()))
+
+    def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward=False):
+        super().backward_weight_one_chunk(bwd_chunk_id, last_backward=last_backward)
+        self._release_consumed(bwd_chunk_id, done=True)
+
+    def _release_consumed(self, mb: int, *, done: bool) -> None:
+        """Once micro-batch ``mb``'s backward is complete (``done``: the weight gradients too, which
+        split backwards compute from the saved input later), free its activation buffers."""
+        if not done:
+            return
+        _release(self.args_recv_info.get(mb, ()))
+        for buf in self._received_acts.pop(mb, ()):
+            buf.untyped_storage().resize_(0)
 
 
 def stage_class(jit: bool = True) -> type[PipelineStage]:
