@@ -51,7 +51,7 @@ def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: 
 def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: int, steps: int, workdir: Path) -> int:
     from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
     from autoplan.plan.api import Problem, solve_problem
-    from autoplan.plan.cost import TrainingConfig
+    from autoplan.plan.training import TrainingConfig
     from autoplan.profile.layers import profile_model
     from autoplan.profile.links import parse_bytes, profile_cluster
 

@@ -20,7 +20,8 @@ from typing import Callable
 from autoplan.errors import AutoplanError, InputError
 from autoplan.jsonio import read_json
 from autoplan.plan.api import Problem, solve_problem
-from autoplan.plan.cost import evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
 from autoplan.plan.search import SearchOptions, lower_bound_s, outer_layouts, place
 from autoplan.processes import run_command

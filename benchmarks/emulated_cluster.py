@@ -372,7 +372,8 @@ def _say(text: str) -> None:
 def compare_one(shape: LinkShape, cfg: CompareConfig, model_profile: Path, workdir: Path) -> list[MeasuredLayout]:
     """Profile, solve, and run the chosen layout and the best one with other degrees, for ``shape``."""
     from autoplan.plan.api import Problem, solve_problem
-    from autoplan.plan.cost import TrainingConfig, spans_nodes
+    from autoplan.plan.groups import spans_nodes
+    from autoplan.plan.training import TrainingConfig
     from autoplan.profile.formats import ClusterProfile, ModelProfile
     from autoplan.profile.links import parse_bytes
 

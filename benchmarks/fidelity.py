@@ -30,7 +30,8 @@ from pathlib import Path
 
 from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
-from autoplan.plan.cost import TrainingConfig, evaluate
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.search import SearchOptions
 from autoplan.profile.formats import Calibration, ClusterProfile
 from autoplan.profile.layers import profile_model

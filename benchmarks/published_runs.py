@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autoplan.errors import AutoplanError  # noqa: E402
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: E402
 from autoplan.plan.api import Problem, estimate_problem, given_layout  # noqa: E402
-from autoplan.plan.cost import TrainingConfig  # noqa: E402
+from autoplan.plan.training import TrainingConfig  # noqa: E402
 from autoplan.plan.plan import Layout  # noqa: E402
 from autoplan.plan.search import SearchOptions, search  # noqa: E402
 from autoplan.profile.analytic import analytic_model_profile  # noqa: E402

@@ -8,7 +8,8 @@ import pytest
 
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem
-from autoplan.plan.cost import TrainingConfig, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.training import TrainingConfig
 from autoplan.profile.analytic import (DeviceModel, analytic_model_profile, block_time, gemm_time_s,
                                        tile_quantization)
 from autoplan.profile.assumptions import STACKS

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autoplan.plan.cost import inflight_microbatches, inflight_vectors, interleaved_order, peak_activation_bytes
+from autoplan.plan.schedules import inflight_microbatches, inflight_vectors, interleaved_order, peak_activation_bytes
 from autoplan.plan.plan import Layout
 
 

@@ -100,7 +100,7 @@ def model_for_tests():
 def price(profile, cluster, layout: dict, global_batch: int = 8) -> None:
     """Cost ``layout`` with the planner's model: an AutoplanError or finite figures."""
     from autoplan.plan.api import Problem, complete_layout, estimate_problem
-    from autoplan.plan.cost import TrainingConfig
+    from autoplan.plan.training import TrainingConfig
     pb = Problem(profile, cluster, TrainingConfig(global_batch=global_batch), "fuzz", "fuzz")
     try:
         lay, pred = estimate_problem(pb, complete_layout(layout, cluster.world_size, global_batch))
@@ -179,7 +179,7 @@ def plan_docs() -> list[dict]:
     """Two real plans (solved once): one with pipeline stages, one with the alternatives' infinities."""
     if not _PLAN_DOCS:
         from autoplan.plan.api import Problem, solve_problem
-        from autoplan.plan.cost import TrainingConfig
+        from autoplan.plan.training import TrainingConfig
         from autoplan.plan.search import SearchOptions
         prof, cl = model_for_tests(), cluster_for_tests()
         for fixed in ({}, {"pp": 2}):

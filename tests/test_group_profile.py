@@ -7,7 +7,9 @@ import sys
 import pytest
 
 from autoplan.plan.api import Problem, complete_layout, estimate_problem
-from autoplan.plan.cost import TrainingConfig, in_group_world, layer_costs
+from autoplan.plan.coefficient_sources import in_group_world
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import GroupTiming, ModelProfile
 from autoplan.profile.links import profile_cluster
 
@@ -47,7 +49,7 @@ def test_cost_model_uses_group_figures(grouped, tmp_path):
     # the TP block's forward+backward is the measured in-group time, split into compute and tp_comm
     blk = costs["block.0"]
     base = grouped.kinds["block"].group_timing(1, world=2)
-    from autoplan.plan.cost import composition_factors
+    from autoplan.plan.coefficient_sources import composition_factors
     f, _ = composition_factors(grouped, 2, 1)
     assert blk.compute_s + blk.tp_comm_s == pytest.approx(min(g.forward_s + g.backward_s,
                                                               (base.forward_s + base.backward_s) / 2) * f

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from autoplan.errors import InfeasibleError
-from autoplan.plan.cost import TrainingConfig, evaluate
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.plan import RECOMPUTE, Layout
 from autoplan.plan.search import SearchOptions, search
 from autoplan.plan import ilp

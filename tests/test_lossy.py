@@ -12,7 +12,7 @@ from dist_utils import run_on_ranks
 from planner_instances import random_cluster, random_model_profile
 
 from autoplan.plan.api import Problem, solve_problem
-from autoplan.plan.cost import TrainingConfig
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.plan import Layout
 from autoplan.plan.search import SearchOptions
 

@@ -10,7 +10,10 @@ import random
 
 import pytest
 
-from autoplan.plan.cost import TrainingConfig, boundary_crossings, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.memory import boundary_crossings
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.search import SearchOptions, search

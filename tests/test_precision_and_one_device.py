@@ -28,7 +28,9 @@ import torch
 
 from autoplan.errors import InputError
 from autoplan.models.shapes import BUILTIN_SHAPES
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 from autoplan.profile.layer_figures import is_parameter_copy, saved_activation_bytes

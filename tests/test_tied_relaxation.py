@@ -14,7 +14,9 @@ import pytest
 
 from autoplan.errors import InfeasibleError, InputError
 from autoplan.plan import ilp
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.graph import build_layer_graph
 from autoplan.plan.ilp import resolve_solver, solve_placement, tied_chain
 from autoplan.plan.plan import RECOMPUTE, Layout

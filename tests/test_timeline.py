@@ -132,7 +132,7 @@ def test_timeline_follows_the_shared_device_relief():
     """On a cluster whose processes share cores the cost model scales the pipeline's terms; the
     timeline draws the scaled costs and still adds up to the prediction."""
     from autoplan.plan.api import complete_layout, estimate_problem, make_problem
-    from autoplan.plan.cost import costs_for_layout
+    from autoplan.plan.coefficients import costs_for_layout
     from autoplan.plan.plan import parse_layout_constraints
     from autoplan.plan.timeline import chunk_times, pipeline_scale, step_timeline
     pb = make_problem("gpt3-1.3b", "dgx-a100-80gb:1", 64)

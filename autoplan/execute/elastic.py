@@ -95,7 +95,7 @@ def replan(plan: Plan, world_size: int, *, plan_path: Path | None = None) -> Pla
     no profiles to re-solve from or no layout fits the devices that remain."""
     from autoplan.models.source import resolve_model
     from autoplan.plan.api import Problem, resolve_cluster, resolve_model_profile, solve_problem
-    from autoplan.plan.cost import TrainingConfig
+    from autoplan.plan.training import TrainingConfig
     from autoplan.plan.search import SearchOptions
 
     if world_size == plan.layout.world_size:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
 from autoplan.jsonio import write_text_atomic
-from autoplan.plan.cost import data_parallel_wrapper
+from autoplan.plan.groups import data_parallel_wrapper
 from autoplan.plan.plan import Layout, Plan
 
 BLOCK = re.compile(r"^block\.(\d+)$")

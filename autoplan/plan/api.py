@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Callable
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import read_json
-from autoplan.plan.cost import TrainingConfig, evaluate, layer_costs
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
 from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete_layout,  # noqa: F401
                                  parse_layout_constraints, stages_from_block_counts)
-from autoplan.plan.search import SearchOptions, place, search
+from autoplan.plan.search import SearchOptions, place, refuse_context_parallel, search
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 if TYPE_CHECKING:    # importing the planner must not import torch
@@ -201,6 +203,7 @@ def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *,
 def given_layout(pb: Problem, given: dict) -> Layout:
     """``complete_layout`` for this problem, with ``stage_blocks`` (blocks per pipeline chunk, for a
     published uneven partition) turned into stages."""
+    refuse_context_parallel(given)
     lay = complete_layout(given, pb.cluster.world_size, pb.train.global_batch)
     if given.get("stage_blocks"):
         counts = list(given["stage_blocks"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autoplan.errors import InfeasibleError, LayoutError
-from autoplan.plan.cost import TrainingConfig
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.plan import COST_TERMS, Alternative, Plan, Prediction
 from autoplan.plan.search import Candidate, SearchOptions, search
 from autoplan.profile.formats import ClusterProfile, ModelProfile

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from autoplan.errors import InputError
 from autoplan.plan.api import Problem, make_problem
-from autoplan.plan.cost import (LayerCost, boundary_crossings, costs_for_layout, evaluate, peak_activation_bytes,
-                                rank_buffer_bytes, transient_bytes)
+from autoplan.plan.coefficients import LayerCost, costs_for_layout
+from autoplan.plan.cost import evaluate
+from autoplan.plan.memory import boundary_crossings, rank_buffer_bytes, transient_bytes
+from autoplan.plan.schedules import peak_activation_bytes
 from autoplan.plan.plan import Layout, Plan, Prediction
 from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import networkx as nx
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import LayerCost
+from autoplan.plan.coefficients import LayerCost
 from autoplan.profile.formats import ModelProfile
 
 

@@ -1,7 +1,7 @@
 r"""Placement ILP: which layers go on which pipeline chunk, for one fixed outer layout.
 
 Given the layer graph G = (L, E) in topological order, S = pp*vp chunks (chunk j runs on pipeline
-rank j mod pp) and the per-layer coefficients of ``cost.py`` (c_l per micro-batch time, dp_l,
+rank j mod pp) and the per-layer coefficients of ``coefficients.py`` (c_l per micro-batch time, dp_l,
 opt_l per-step times, static_l / act_l / out_l bytes, p2p_l send time), write q(j) for the sum of a
 coefficient q over the layers of chunk j and q(b) for its sum over the sources of the edges that
 cross boundary b | b+1. Then::
@@ -90,7 +90,9 @@ import networkx as nx
 import pulp
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import LayerCost, inflight_microbatches, inflight_vectors, transient_bytes
+from autoplan.plan.coefficients import LayerCost
+from autoplan.plan.memory import transient_bytes
+from autoplan.plan.schedules import inflight_microbatches, inflight_vectors
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TIME_ATTRS, TiedChain
@@ -283,7 +285,7 @@ class PlacementILP:
 
     def memory_exprs(self, r: int) -> list:
         """Rank r's memory at each moment that can be its peak: one expression per in-flight vector
-        (n_i micro-batches of local chunk i, :func:`autoplan.plan.cost.inflight_vectors`)."""
+        (n_i micro-batches of local chunk i, :func:`autoplan.plan.schedules.inflight_vectors`)."""
         lay = self.layout
         vecs = inflight_vectors(lay.schedule if self.p > 1 else "1f1b", self.p, self.v, self.m, r)
         return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_sum(r + i * self.p, "act_bytes")
@@ -644,7 +646,7 @@ class TiedChainILP(PlacementILP):
 
     def memory_exprs(self, r: int) -> list:
         """The rank's activations at the peak of an even spread over its chunks
-        (:func:`autoplan.plan.cost.inflight_microbatches`: what the relaxation of tied.py uses,
+        (:func:`autoplan.plan.schedules.inflight_microbatches`: what the relaxation of tied.py uses,
         so its bounds stay valid), and with interleaving each in-flight vector on the chunks'
         own counts as well (what ``cost.evaluate`` checks)."""
         k = inflight_microbatches(self.layout, r)

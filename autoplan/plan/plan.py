@@ -92,9 +92,13 @@ class Layout:
     sync_every: int = 1
     """LOSSY, opt-in: local SGD. > 1: replicas step on their own gradients and average their
     parameters every ``sync_every`` steps instead of averaging gradients every step. DDP only."""
+    cp: int = 1
+    """context parallel: each of cp ranks holds 1/cp of every sequence (load-balanced causal chunks
+    i and 2*cp-1-i of 2*cp) and exchanges keys and values in attention; cp ranks see the same samples
+    and average gradients with the dp ranks. World = dp * cp * tp * pp."""
 
     def __post_init__(self) -> None:
-        for k in ("dp", "tp", "pp", "vp", "mbs", "num_microbatches", "sync_every"):
+        for k in ("dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "sync_every"):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DEGREE:
                 raise LayoutError(f"layout: {k} must be an integer from 1 to {MAX_DEGREE}, got {short_repr(v)}")
@@ -103,7 +107,7 @@ class Layout:
             if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
                 raise LayoutError(f"layout: {k} must be an integer from 0 to {top}, got {short_repr(v)}")
         if self.world_size > MAX_DEGREE:
-            raise LayoutError(f"layout: dp*tp*pp = {self.world_size} is more than {MAX_DEGREE} devices")
+            raise LayoutError(f"layout: {self.world_formula()} = {self.world_size} is more than {MAX_DEGREE} devices")
         for k, allowed in (("recompute", RECOMPUTE), ("schedule", SCHEDULES), ("grad_compression", GRAD_COMPRESSION)):
             v = getattr(self, k)
             if not isinstance(v, str) or v not in allowed:
@@ -113,7 +117,7 @@ class Layout:
                 raise LayoutError(f"layout: recompute mode of {short_repr(name)} must be one of {'|'.join(RECOMPUTE)}, "
                                   f"got {short_repr(mode)}")
         if self.lossy:
-            if not (self.zero == 0 and self.tp == 1 and self.pp == 1):
+            if not (self.zero == 0 and self.tp == 1 and self.pp == 1 and self.cp == 1):
                 raise LayoutError("layout: gradient compression and local SGD need plain data parallel (DDP: "
                                   "zero=0, tp=1, pp=1)")
             if self.grad_compression != "none" and self.sync_every > 1:
@@ -145,7 +149,15 @@ class Layout:
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.cp * self.tp * self.pp
+
+    def world_formula(self, values: bool = False) -> str:
+        """``dp*tp*pp`` (``dp*cp*tp*pp`` with context parallel); with ``values`` the degrees too."""
+        names = ("dp", "cp", "tp", "pp") if self.cp > 1 else ("dp", "tp", "pp")
+        text = "*".join(names)
+        if values:
+            text += " = " + "*".join(str(getattr(self, n)) for n in names)
+        return text
 
     @property
     def global_batch(self) -> int:
@@ -156,7 +168,7 @@ class Layout:
 
     def short(self) -> str:
         """One-line description, e.g. ``dp2 tp2 pp1 mbs4x2 zero0 recompute=none 1f1b``."""
-        s = f"dp{self.dp} tp{self.tp} pp{self.pp}"
+        s = f"dp{self.dp}" + (f" cp{self.cp}" if self.cp > 1 else "") + f" tp{self.tp} pp{self.pp}"
         if self.vp > 1:
             s += f" vp{self.vp}"
         s += f" mbs{self.mbs}x{self.num_microbatches} zero{self.zero} recompute={self.recompute_summary()}"
@@ -212,7 +224,7 @@ class Layout:
                       heads: int | None = None, kv_heads: int | None = None) -> None:
         """Refuse a layout that does not divide the world, the batch or the model."""
         if world_size is not None and self.world_size != world_size:
-            raise LayoutError(f"layout dp*tp*pp = {self.dp}*{self.tp}*{self.pp} = {self.world_size} "
+            raise LayoutError(f"layout {self.world_formula(values=True)} = {self.world_size} "
                               f"does not match the world size {world_size}")
         if global_batch is not None and self.global_batch != global_batch:
             raise LayoutError(f"layout dp*mbs*num_microbatches = {self.global_batch} does not equal the "
@@ -429,7 +441,8 @@ class Plan:
         if not layout.stages:
             raise InputError(f"{source}: plan layout has no stages")
         if training.world_size != layout.world_size:
-            raise InputError(f"{source}: plan world_size {training.world_size} != dp*tp*pp {layout.world_size}")
+            raise InputError(f"{source}: plan world_size {training.world_size} != {layout.world_formula()} "
+                             f"{layout.world_size}")
         return cls(layout=layout, predicted=predicted, solver=solver, training=training,
                    alternatives=alts, explanation=list(explanation))
 
@@ -438,20 +451,11 @@ class Plan:
         return cls.from_dict(read_json(path, "plan"), source=str(path))
 
 
-def _check_context_parallel(value: str) -> None:
-    """``cp=1`` (no context parallel, what every plan runs) is accepted so that published layouts
-    such as Llama 3's ``tp=8,cp=1,pp=16,dp=128`` read as written; any other degree is refused."""
-    if value.strip() == "1":
-        return
-    raise InputError(f"--layout: context parallel (cp={value}) is not supported: the cost model and the executor "
-                     f"do not split a sequence across devices (ring attention); use cp=1 or leave it out")
-
-
 def parse_layout_constraints(text: str | None) -> dict[str, Any]:
     """Parse ``"tp=2,pp=2,recompute=full"`` into a dict of fixed layout fields."""
     if not text:
         return {}
-    ints = {"dp", "tp", "pp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every"}
+    ints = {"dp", "tp", "pp", "cp", "vp", "mbs", "num_microbatches", "zero", "sp", "sync_every"}
     strs = {"recompute", "schedule", "grad_compression"}
     aliases = {"m": "num_microbatches", "microbatches": "num_microbatches"}
     out: dict[str, Any] = {}
@@ -463,9 +467,6 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
             raise InputError(f"--layout: expected KEY=VALUE, got {part!r}")
         k, v = (s.strip() for s in part.split("=", 1))
         k = aliases.get(k, k)
-        if k == "cp":
-            _check_context_parallel(v)
-            continue
         if k in ints:
             try:
                 out[k] = int(v)

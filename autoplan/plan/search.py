@@ -17,8 +17,11 @@ from typing import Callable, Iterator
 
 
 from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
-from autoplan.plan.cost import (LayerCost, TrainingConfig, evaluate, inflight_microbatches, layer_costs,
-                                 transient_bytes)
+from autoplan.plan.coefficients import LayerCost, layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.memory import transient_bytes
+from autoplan.plan.schedules import inflight_microbatches
+from autoplan.plan.training import TrainingConfig
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
 from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
@@ -124,7 +127,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                                            recompute=recompute, schedule=schedule, sp=sp)
                                 for lossy in _lossy_variants(lay, opts):
                                     lay2 = {**lay, **lossy}
-                                    if all(lay2.get(k, 1 if k == "sync_every" else "none") == v
+                                    if all(lay2.get(k, 1 if k in ("sync_every", "cp") else "none") == v
                                            for k, v in f.items() if k != "stages"):
                                         yield Layout(**lay2)
 
@@ -175,7 +178,7 @@ def distinct_costs(costs: dict[str, LayerCost]) -> list[tuple[LayerCost, int]]:
 
 def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: float = 1.0) -> float:
     """A step time no placement can beat: perfect balance and no pipeline sends, and the pipeline
-    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.cost.shared_device_relief`)."""
+    at the smallest shared-device relief ``relief_floor`` (:func:`autoplan.plan.schedules.shared_device_relief`)."""
     p, v, m = layout.pp, layout.vp, layout.num_microbatches
     kinds = distinct_costs(costs)
     # every one of the S-1 boundaries sends at least the cheapest layer output
@@ -280,12 +283,19 @@ class SearchResult:
     """when nothing fits: the layout needing the least memory per device and that amount"""
 
 
+def refuse_context_parallel(given: dict) -> None:
+    """The cost model does not split sequences yet: a layout with cp > 1 is refused by name."""
+    if given.get("cp", 1) > 1:
+        raise InputError(f"context parallel (cp={given['cp']}) is not costed yet: use cp=1 or leave it out")
+
+
 def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig, opts: SearchOptions,
            progress: Callable[[int, int], None] | None = None) -> SearchResult:
     """Find the top-k layouts. Raises InfeasibleError (with the smallest need) if none fits."""
     t0 = time.perf_counter()
     world = cluster.world_size
     fixed = opts.fixed
+    refuse_context_parallel(fixed)
     if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] != world:
         raise LayoutError(f"layout dp*tp*pp = {fixed['dp'] * fixed['tp'] * fixed['pp']} does not match the "
                           f"cluster's {world} devices")

@@ -50,7 +50,7 @@ from functools import cached_property
 
 import numpy as np
 
-from autoplan.plan.cost import LayerCost
+from autoplan.plan.coefficients import LayerCost
 
 INF = math.inf
 MODE_ORDER = ("full", "selective", "none")
@@ -220,7 +220,7 @@ class TiedChain:
     def lower_bound(self, relief: float = 1.0) -> float:
         """A step time (without the calibrated overhead) no placement can beat; inf if none fits.
         ``relief``: the least factor the cost model may apply to the pipeline term
-        (:func:`autoplan.plan.cost.shared_device_relief`; 1 on devices that do not share cores)."""
+        (:func:`autoplan.plan.schedules.shared_device_relief`; 1 on devices that do not share cores)."""
         return min((self.objective_of(cb, relief) for cb in self.relaxation), default=INF)
 
     def count_caps(self, incumbent: float) -> list[int] | None:

@@ -2,7 +2,7 @@
 
 ``autoplan show`` draws it. Two pure parts, tested apart from any drawing:
 
-1. :func:`chunk_times` turns the cost model's per-layer figures (:class:`~autoplan.plan.cost.LayerCost`,
+1. :func:`chunk_times` turns the cost model's per-layer figures (:class:`~autoplan.plan.coefficients.LayerCost`,
    the same numbers :func:`~autoplan.plan.cost.evaluate` adds up) into what one pipeline chunk costs
    per micro-batch, split into forward, point-to-point send, recompute and backward.
 2. :func:`simulate_pipeline` runs the schedule's own order of operations (torch's ``ScheduleGPipe``,
@@ -32,7 +32,8 @@ import math
 from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
-from autoplan.plan.cost import boundary_crossings, interleaved_order
+from autoplan.plan.memory import boundary_crossings
+from autoplan.plan.schedules import interleaved_order
 from autoplan.plan.plan import Layout, Prediction
 
 BAR_KINDS = ("forward", "recompute", "backward", "p2p", "bubble", "model_margin", "dp_sync", "optimizer", "wait",
@@ -129,7 +130,7 @@ def forward_fraction(profile, layout: Layout) -> dict[str, float]:
 
 def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
     """What each chunk (``layout.stages[j]``) costs per micro-batch, from per-layer ``costs``
-    (:func:`autoplan.plan.cost.costs_for_layout`). The per-rank sums equal the cost model's ``tau_r``.
+    (:func:`autoplan.plan.coefficients.costs_for_layout`). The per-rank sums equal the cost model's ``tau_r``.
 
     The cost model keeps a layer's forward + backward as one number; it is split by the profile's
     forward share. Tensor-parallel collectives: two of a block's four run in forward, two in backward,
@@ -168,7 +169,7 @@ def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> lis
     - gpipe (``ScheduleGPipe``): every forward, then every backward, micro-batches in order;
     - 1f1b (``Schedule1F1B``): ``min(m, pp - rank)`` forwards, then backward/forward pairs, then the
       remaining backwards;
-    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.cost.interleaved_order` (the
+    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.schedules.interleaved_order` (the
       order the memory model follows too), with each chunk's micro-batches numbered in turn.
     """
     if pp == 1 or schedule == "gpipe" or (schedule == "1f1b" and vp == 1):
@@ -283,7 +284,7 @@ def after_pipeline_bars(pp: int, pipeline_end_s: float, breakdown_s: dict[str, f
 
 
 def per_rank_sums(layout: Layout, costs: dict, *fields: str) -> list[list]:
-    """For each named :class:`~autoplan.plan.cost.LayerCost` field, its sum over each pipeline rank's layers."""
+    """For each named :class:`~autoplan.plan.coefficients.LayerCost` field, its sum over each pipeline rank's layers."""
     out = [[0] * layout.pp for _ in fields]
     for j, st in enumerate(layout.stages):
         for n in st:
@@ -312,7 +313,7 @@ def step_timeline(profile, layout: Layout, costs: dict, predicted: Prediction) -
     """The whole step of ``layout``: the simulated pipeline, then the cost model's after-pipeline terms.
 
     ``costs`` are per-layer figures with each layer's recompute mode
-    (:func:`autoplan.plan.cost.costs_for_layout`), ``predicted`` what :func:`~autoplan.plan.cost.evaluate`
+    (:func:`autoplan.plan.coefficients.costs_for_layout`), ``predicted`` what :func:`~autoplan.plan.cost.evaluate`
     made of them."""
     p = layout.pp
     chunks = chunk_times(profile, layout, costs)

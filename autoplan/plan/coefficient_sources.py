@@ -1,0 +1,201 @@
+"""Where a layer's time coefficients come from, one function per source (best first):
+
+- :func:`in_group_terms` / :func:`in_group_fsdp_s`: measured inside real groups of N processes
+  (``autoplan profile model --nproc N``), with :func:`composition_factors` for the whole model;
+- :func:`stack_terms`: an analytic profile under its software stack (kernels, overlaps);
+- :func:`sum_of_parts_terms`: one rank's compute measured alone plus alpha-beta fits of isolated
+  collectives (other group sizes, other nodes, catalogue hardware).
+
+Plus the communication terms they share: Megatron TP's block collectives (:func:`block_tp_comm_s`)
+and DDP's synchronisation with the lossy options (:func:`ddp_sync_s`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from autoplan.plan.groups import collective_s
+from autoplan.plan.plan import POWERSGD_RANK, Layout
+from autoplan.profile.assumptions import SoftwareStack
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+
+def exposed_s(comm_s: float, window_s: float, overlap: bool) -> float:
+    """What a collective adds to the step when it may overlap ``window_s`` of compute."""
+    return max(0.0, comm_s - window_s) if overlap else comm_s
+
+
+def stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, stack: SoftwareStack, kind_name: str,
+                 t, out_b: float, shard: int, tp_x: bool, mode: str, is_block: bool,
+                 prec_b: int) -> tuple[float, float, float]:
+    """(compute, recompute, tp_comm) per micro-batch of an analytic profile's layer under its software
+    stack (module docstring, "Software stack"). ``t`` is the layer's timing at this TP degree.
+
+    Blocks: Megatron TP's two all-reduces of the block output in forward and two in backward (SP:
+    an all-gather and a reduce-scatter each; full recompute repeats the forward's two). A
+    vocab-parallel embedding all-reduces (SP: reduce-scatters) its output in forward, a
+    vocab-parallel head its input gradient in backward (SP: all-gather + reduce-scatter)."""
+    tp = layout.tp
+    compute = t.forward_s + t.backward_s
+    if layout.sp and shard > 1 and is_block:
+        compute -= t.sequence_parallel_saving_s
+    recompute = t.selective_recompute_s if mode == "selective" else (t.forward_s if mode == "full" else 0.0)
+    tp_comm = 0.0
+    if shard > 1 and is_block:
+        tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode)
+    elif shard > 1:
+        hidden_b = profile.seq_len * layout.mbs * int((profile.shape or {}).get("hidden", 0)) * prec_b
+        if kind_name == "head" and layout.sp:
+            tp_comm = (collective_s(cluster, "all_gather", hidden_b, tp, tp_x)
+                       + collective_s(cluster, "reduce_scatter", hidden_b, tp, tp_x))
+        else:
+            tp_comm = collective_s(cluster, "reduce_scatter" if layout.sp else "all_reduce", hidden_b, tp, tp_x)
+    if stack.tp_overlap and tp_comm > 0:
+        # collectives pipelined with the GEMMs that produce or consume them: the first of tp chunks
+        # stays exposed, and whatever the compute cannot cover
+        tp_comm = max(tp_comm / tp, tp_comm - compute)
+    return compute, recompute, tp_comm
+
+
+def sum_of_parts_terms(cluster: ClusterProfile, layout: Layout, fwd: float, bwd: float, out_b: float, shard: int,
+                  tp_x: bool, mode: str, attn_flop_frac: float,
+                  selective_s: float = 0.0) -> tuple[float, float, float]:
+    """(compute, recompute, tp_comm) per micro-batch from one rank's compute measured alone and the
+    alpha-beta fits of isolated collectives (the model for what was not measured in groups).
+
+    Megatron TP: two all-reduces of the block output in forward and two in backward; with SP each
+    becomes an all-gather before and a reduce-scatter after a sublayer (same bytes, twice the
+    calls, which matters where latency dominates). Full recompute repeats the forward's two.
+    Selective recompute costs ``selective_s`` where the profile measured it, else the attention
+    core's share of the forward FLOPs."""
+    recompute = 0.0
+    if mode == "selective":
+        recompute = selective_s if selective_s > 0 else fwd * attn_flop_frac
+    elif mode == "full":
+        recompute = fwd
+    tp_comm = block_tp_comm_s(cluster, layout, out_b, tp_x, mode) if shard > 1 else 0.0
+    return fwd + bwd, recompute, tp_comm
+
+
+def block_tp_comm_s(cluster: ClusterProfile, layout: Layout, out_b: float, tp_x: bool, mode: str) -> float:
+    """Megatron TP's collectives of one block per micro-batch: two all-reduces of the block output in
+    forward and two in backward (SP: an all-gather before and a reduce-scatter after each sublayer);
+    full recompute repeats the forward's two."""
+    tp = layout.tp
+    n = 4 + (2 if mode == "full" else 0)
+    if layout.sp:
+        return n * (collective_s(cluster, "all_gather", out_b, tp, tp_x)
+                    + collective_s(cluster, "reduce_scatter", out_b, tp, tp_x))
+    return n * collective_s(cluster, "all_reduce", out_b, tp, tp_x)
+
+
+def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None:
+    """The world size whose in-group figures (``profile model --nproc``) cost layouts on ``cluster``:
+    the cluster's own, when the profile measured it on the same kind of device; else None (sum of
+    parts)."""
+    world = cluster.world_size
+    if profile.source != "measured" or cluster.num_nodes > 1:
+        return None
+    if profile.environment.get("device_type", cluster.device.type) != cluster.device.type:
+        return None
+    return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
+
+
+def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:
+    """(compute, optimizer) factors by which the layers composed into the whole model run slower
+    than the sum of each measured on its own, with ``world`` processes at once (both measured by
+    ``profile model --nproc``; 1.0 where the whole model was not measured). On CPU they come from a
+    working set larger than the caches and fresh activation memory every step (measured 1.2-1.3x
+    for gpt-small's forward+backward on one process)."""
+    whole = profile.whole_model_timing(mbs, world)
+    if whole is None:
+        return 1.0, 1.0
+    parts = opt = 0.0
+    for info in profile.layers:
+        g = profile.kinds[info.kind].group_timing(mbs, world=world)
+        if g is None:
+            return 1.0, 1.0
+        parts += g.forward_s + g.backward_s
+        opt += g.optimizer_s
+    f_c = (whole.forward_s + whole.backward_s) / parts if parts > 0 else 1.0
+    f_o = whole.optimizer_s / opt if opt > 0 and whole.optimizer_s > 0 else 1.0
+    return f_c, f_o
+
+
+def in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str, attn_flop_frac: float,
+                    optimizer: str) -> tuple[float, float, float, float] | None:
+    """(compute, recompute, tp_comm, optimizer) of one layer from figures measured inside real
+    groups of ``world`` processes working at once (:mod:`autoplan.execute.group_profile`), or None
+    where that case was not measured.
+
+    ``compute`` is the layer's in-group time on its own (TP degree 1) divided by the TP degree:
+    the arithmetic a TP rank would do if sharding were free; ``tp_comm`` is the rest of the
+    TP-sharded in-group time: collectives, their waits for the slowest rank, DTensor's per-op work
+    and smaller, slower matrix products. Selective recompute repeats the attention core's share of
+    that compute; full recompute the whole in-group forward, its collectives included."""
+    base = kind.group_timing(mbs, world=world)
+    if base is None:
+        return None
+    g = base if shard == 1 else kind.group_timing(mbs, world=world, tp=shard, sp=layout.sp)
+    if g is None:
+        return None
+    total = g.forward_s + g.backward_s
+    compute = min(total, (base.forward_s + base.backward_s) / shard)
+    recompute = 0.0
+    if mode == "selective":
+        recompute = base.forward_s / shard * attn_flop_frac
+    elif mode == "full":
+        recompute = g.forward_s
+    opt = g.optimizer_sgd_s if optimizer == "sgd" else g.optimizer_s
+    return compute, recompute, total - compute, opt
+
+
+def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, float] | None:
+    """(dp_sync per step, AdamW step) of one layer under FSDP, from in-group figures of a ZeRO-3
+    block over ``layout.dp`` ranks (TP degree 1 only), or None where not measured.
+
+    Per micro-batch ZeRO-3 all-gathers the weights for forward and again for backward (with
+    FSDP2's copy-in/out): the in-group forward+backward beyond the unwrapped layer's; the step's
+    last backward also reduce-scatters: the synced backward beyond the unsynced one. ZeRO 0-2 keep
+    the gathered weights from forward to backward: one all-gather (half the per-micro-batch extra)
+    and one reduce-scatter per step."""
+    if layout.tp > 1:
+        return None
+    base = kind.group_timing(mbs, world=world)
+    z3 = kind.group_timing(mbs, world=world, dp=layout.dp)
+    if base is None or z3 is None:
+        return None
+    gathers = max(0.0, z3.forward_s + z3.backward_s - base.forward_s - base.backward_s)
+    reduce = max(0.0, z3.backward_sync_s - z3.backward_s)
+    per_step = layout.num_microbatches * gathers if layout.zero == 3 else gathers / 2
+    return per_step + reduce, z3.optimizer_s
+
+
+def matrix_width(profile: ModelProfile, params: float) -> float:
+    """The model width h (a layer's matrices are treated as h x params/h for PowerSGD)."""
+    h = (profile.shape or {}).get("hidden")
+    return float(h) if h else math.sqrt(max(params, 1.0))
+
+
+def ddp_sync_s(cluster: ClusterProfile, layout: Layout, params: float, grad_bytes: float, weight_bytes: float,
+               width: float, cross: bool) -> float:
+    """DDP's per-step synchronisation of one layer, with the opt-in lossy options:
+
+    - exact: one all-reduce of the gradients;
+    - fp16 compression: the all-reduce moves 2 bytes per parameter;
+    - PowerSGD rank r (matrix h x n, n = params/h): all-reduces of P (h x r) and Q (n x r) in fp32,
+      plus its matmuls (about 8*r*params FLOPs) at the device's rate;
+    - local SGD every H steps: an all-reduce of the weights, once per H steps.
+    """
+    g = layout.dp
+    if layout.sync_every > 1:
+        return collective_s(cluster, "all_reduce", weight_bytes, g, cross) / layout.sync_every
+    if layout.grad_compression == "fp16":
+        return collective_s(cluster, "all_reduce", 2.0 * params, g, cross)
+    if layout.grad_compression == "powersgd":
+        r = POWERSGD_RANK
+        n = params / width
+        comm = (collective_s(cluster, "all_reduce", 4.0 * width * r, g, cross)
+                + collective_s(cluster, "all_reduce", 4.0 * n * r, g, cross))
+        return comm + 8.0 * r * params / cluster.device.compute_flops_per_s
+    return collective_s(cluster, "all_reduce", grad_bytes, g, cross)

@@ -1,0 +1,386 @@
+"""Per-layer coefficients of one outer layout (:class:`LayerCost`): time per micro-batch, time per
+step and bytes held, layer by layer, so that the placement of layers on stages is an ILP.
+
+:func:`layer_costs` works kind by kind (identical layers share one instance) in four parts, each a
+function: activations (:func:`_activation_bytes`), time terms from the best source the profile has
+(:mod:`autoplan.plan.coefficient_sources`), pipeline and data-parallel communication
+(:func:`_p2p_s`, :func:`_data_parallel_terms`) and what one device holds of the layer's state
+(:func:`_state_bytes`).  What the terms mean: :mod:`autoplan.plan.cost`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autoplan.errors import InputError
+from autoplan.plan.coefficient_sources import (composition_factors, ddp_sync_s, exposed_s,
+                                               in_group_fsdp_s, in_group_terms, in_group_world, matrix_width,
+                                               stack_terms, sum_of_parts_terms)
+from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, spans_nodes
+from autoplan.plan.plan import Layout
+from autoplan.plan.training import BYTES_PER_ELEMENT, TrainingConfig
+from autoplan.profile.assumptions import STACKS, SoftwareStack
+from autoplan.profile.formats import ClusterProfile, ModelProfile
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Per-layer coefficients for one outer layout. Times per micro-batch unless noted.
+    Layers of one kind share one (immutable) instance."""
+
+    compute_s: float
+    """forward + backward"""
+    recompute_s: float
+    """forward work repeated in backward by activation recomputation"""
+    tp_comm_s: float
+    """tensor-parallel collectives (forward and backward)"""
+    p2p_s: float
+    """sending this layer's output to the next stage and its gradient back, if cut after it"""
+    dp_sync_s: float
+    """per step: data-parallel gradient (and ZeRO weight) collectives for this layer's params"""
+    optimizer_s: float
+    """per step: optimizer update of this layer's params on one device"""
+    static_bytes: int
+    """weights + gradients + optimizer state held by one device"""
+    act_bytes: int
+    """activations saved for backward, per in-flight micro-batch, on one device"""
+    out_bytes: int
+    """boundary tensor per micro-batch (what a pipeline cut after this layer sends)"""
+    full_act_bytes: int
+    """activations of this layer without recomputation (the workspace of a full recompute)"""
+    weight_bytes_unsharded: int
+    """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
+    buffer_bytes: int = 0
+    """pipeline receive buffers a cut after this layer holds on each side, per step: the
+    activations on the receiving chunk and their gradients on the sending chunk.  autoplan's
+    executor (torch.distributed.pipelining) allocates one of each per micro-batch when the
+    schedule starts and keeps them (``PipelineStage``: ``args_recv_info`` / ``grad_recv_info`` per
+    micro-batch), so ``out_bytes * num_microbatches``; stacks that receive into one buffer at a
+    time (Megatron's p2p): ``out_bytes``"""
+    optimizer_phase_bytes: int = 0
+    """what this layer holds on one device during the optimizer step, when activations and
+    autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
+    temporaries (foreach AdamW's sqrt(v) buffer on CUDA)"""
+
+    @property
+    def per_microbatch_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.tp_comm_s
+
+
+def _block_fractions(profile: ModelProfile) -> tuple[float, float, float]:
+    """(attention-score share of block activations, share not divided by TP without SP,
+    attention-core share of block forward FLOPs), from the shape (Korthikanti et al. 2022):
+    activations s*b*h*(34 + 5*a*s/h) of which 10*s*b*h stay whole under TP without SP and
+    5*a*s^2*b are the attention scores that selective recomputation drops; forward FLOPs
+    24*b*s*h^2 + 4*b*s^2*h of which the second term is the attention core."""
+    sh = profile.shape or {}
+    h, a, s = sh.get("hidden"), sh.get("heads"), profile.seq_len
+    if not h or not a:
+        return 0.0, 10.0 / 34.0, 0.0
+    total = 34.0 + 5.0 * a * s / h
+    return (5.0 * a * s / h) / total, 10.0 / total, s / (6.0 * h + s)
+
+
+VOCAB_KINDS = ("embed", "head")
+"""layer kinds a vocabulary-parallel stack splits over TP (not transformer blocks: never recomputed)"""
+
+
+def software_stack(profile: ModelProfile, train: TrainingConfig) -> SoftwareStack | None:
+    """The stack the costs assume: the training config's, else an analytic profile's own; None for
+    measured profiles (whose costs keep the fully exposed model)."""
+    if train.stack is not None:
+        return train.stack
+    if profile.source == "analytic":
+        return STACKS.get(str(profile.environment.get("software_stack", "")))
+    return None
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every layer of one outer layout shares (computed once per :func:`layer_costs` call)."""
+
+    profile: ModelProfile
+    cluster: ClusterProfile
+    layout: Layout
+    train: TrainingConfig
+    mode: str
+    stack: SoftwareStack | None
+    executor: bool
+    """memory as autoplan's executor holds it"""
+    tp_x: bool
+    dp_x: bool
+    pp_x: bool
+    ddp: bool
+    fsdp: bool
+    accumulate: bool
+    prec_b: int
+    act_scale: float
+    score_frac: float
+    unsharded_frac: float
+    attn_flop_frac: float
+    w_b: int
+    g_b: int
+    o_b: int
+    c_b: int
+    cast_b: int
+    """autocast's 16-bit weight copies (no FSDP)"""
+    grads_replace_acts: bool
+    opt_temp_b: int
+    parts: tuple[float, float, float] | None
+    k_dp: int
+    world: int | None
+    f_compute: float
+    f_optimizer: float
+
+    def dp_collective(self, op: str, nbytes: float) -> float:
+        c = self.cluster
+        if self.stack is not None and self.dp_x and c.source == "catalogue" and self.k_dp > 1:
+            from autoplan.profile.hardware import hierarchical_collective_s
+            return hierarchical_collective_s(c, op, nbytes, self.layout.dp, self.k_dp)
+        return collective_s(c, op, nbytes, self.layout.dp, self.dp_x)
+
+
+def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+            mode: str) -> _Shared:
+    dp, tp, pp = layout.dp, layout.tp, layout.pp
+    tp_x, dp_x, pp_x = spans_nodes(dp, tp, pp, cluster.devices_per_node, cluster.num_nodes)
+    ddp, fsdp = data_parallel_wrapper(layout)
+    accumulate = layout.num_microbatches > 1
+    score_frac, unsharded_frac, attn_flop_frac = _block_fractions(profile)
+    stack = software_stack(profile, train)
+    executor = stack is None or stack.name == "autoplan"
+    w_b, g_b, o_b = train.state_bytes_per_param(executor)
+    c_b = train.compute_weight_bytes_per_param()
+    world = in_group_world(profile, cluster)
+    f_compute, f_optimizer = composition_factors(profile, world, layout.mbs) if world else (1.0, 1.0)
+    return _Shared(
+        profile=profile, cluster=cluster, layout=layout, train=train, mode=mode, stack=stack, executor=executor,
+        tp_x=tp_x, dp_x=dp_x, pp_x=pp_x, ddp=ddp, fsdp=fsdp, accumulate=accumulate,
+        prec_b=BYTES_PER_ELEMENT[train.precision],
+        act_scale=BYTES_PER_ELEMENT[train.precision] / BYTES_PER_ELEMENT.get(profile.precision, 4),
+        score_frac=score_frac, unsharded_frac=unsharded_frac, attn_flop_frac=attn_flop_frac,
+        w_b=w_b, g_b=g_b, o_b=o_b, c_b=c_b, cast_b=c_b if executor and train.mixed else 0,
+        grads_replace_acts=executor and dp == 1 and pp == 1 and not accumulate,     # cost.py docstring
+        opt_temp_b=4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0,
+        parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
+        world=world, f_compute=f_compute, f_optimizer=f_optimizer)
+
+
+def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
+                train: TrainingConfig, recompute: str | None = None) -> dict[str, LayerCost]:
+    """Coefficients of every layer for the outer part of ``layout`` (stages are ignored), every
+    layer recomputed with ``recompute`` (default: ``layout.recompute``; per-layer overrides in
+    ``layout.recompute_layers`` are applied by :func:`costs_for_layout`)."""
+    sh = _shared(profile, cluster, layout, train, recompute or layout.recompute)
+    by_kind = {kind_name: _kind_cost(sh, kind_name, kind) for kind_name, kind in profile.kinds.items()}
+    return {info.name: by_kind[info.kind] for info in profile.layers}
+
+
+def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
+    """The coefficients of one layer kind (module docstring)."""
+    layout, stack = sh.layout, sh.stack
+    shard = layout.tp if kind.tp_shardable else 1
+    t = kind.timing(layout.mbs, shard)
+    out_b = t.output_bytes * sh.act_scale
+    # recomputation applies to the transformer blocks (not a vocab-parallel embedding or head)
+    is_block = kind.tp_shardable and not (stack is not None and kind_name in VOCAB_KINDS)
+    act, full_act = _activation_bytes(sh, kind, shard, is_block, out_b)
+    compute, recompute, tp_comm, optimizer, slow = _time_terms(sh, kind_name, kind, shard, is_block, out_b)
+    params = kind.param_count / shard
+    grad_bytes = params * sh.g_b          # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
+    weight_bytes = params * sh.c_b        # what FSDP gathers (param_dtype) and computes with
+    dp_sync, optimizer = _data_parallel_terms(sh, kind, params, t, optimizer)
+    static, optimizer_phase = _state_bytes(sh, params)
+    if sh.grads_replace_acts:
+        static -= grad_bytes
+        act = max(act, grad_bytes)
+    cal = sh.cluster.calibration
+    cost = LayerCost(
+        compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
+        tp_comm_s=tp_comm * cal.tp_scale(layout.tp), p2p_s=_p2p_s(sh, kind_name, shard, out_b) * cal.comm_scale,
+        dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
+        static_bytes=int(math.ceil(static)),
+        act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
+        buffer_bytes=int(math.ceil(out_b)) * (layout.num_microbatches if sh.executor else 1),
+        full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
+        optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
+    _check_range(cost, kind_name, layout)
+    return cost
+
+
+def _activation_bytes(sh: _Shared, kind, shard: int, is_block: bool, out_b: float) -> tuple[float, float]:
+    """(saved activations per micro-batch on one TP rank, the layer's activations without
+    recomputation or TP) after TP/SP and the layer's recompute mode."""
+    layout, stack = sh.layout, sh.stack
+    t = kind.timing(layout.mbs, shard)
+    t1 = kind.timing(layout.mbs, 1)
+    full_act = t1.saved_activation_bytes * sh.act_scale
+    score_frac = sh.score_frac
+    if stack is not None and is_block and sh.parts is not None:
+        whole, split, scores = sh.parts
+        tokens_16bit = sh.profile.seq_len * layout.mbs * sh.prec_b / 2
+        act = tokens_16bit * (whole / (shard if layout.sp else 1) + split / shard + scores / shard)
+        full_act = tokens_16bit * (whole + split + scores)
+        score_frac = scores / (whole + split + scores)
+    elif stack is not None and not is_block:
+        act = t.saved_activation_bytes * sh.act_scale
+    elif shard > 1 and not layout.sp:
+        act = full_act * (sh.unsharded_frac + (1 - sh.unsharded_frac) / shard)
+    else:
+        act = full_act / shard
+    if sh.mode == "selective" and is_block:
+        if t1.saved_activation_bytes_selective is not None and t1.saved_activation_bytes > 0:
+            # measured with the executor's own selective wrapper (profile/layers.py)
+            act *= t1.saved_activation_bytes_selective / t1.saved_activation_bytes
+        else:     # from the shape: the attention scores dropped
+            act *= (1 - score_frac)
+    elif sh.mode == "full" and is_block:
+        act = out_b / (shard if layout.sp else 1)   # keep only the block input
+    return act, full_act
+
+
+def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
+                out_b: float) -> tuple[float, float, float, float, float]:
+    """(compute, recompute, tp_comm, optimizer, slowdown) of one layer, from the best source the
+    profile has (:mod:`autoplan.plan.coefficient_sources`)."""
+    layout, stack = sh.layout, sh.stack
+    mode = sh.mode if is_block else "none"
+    measured = in_group_terms(kind, layout, layout.mbs, shard, sh.world, mode, sh.attn_flop_frac,
+                              sh.train.optimizer) if sh.world else None
+    if measured is not None:
+        compute, recompute, tp_comm, optimizer = measured
+        compute, recompute, optimizer = compute * sh.f_compute, recompute * sh.f_compute, optimizer * sh.f_optimizer
+        if sh.fsdp:
+            optimizer /= layout.dp   # unless measured under FSDP (_data_parallel_terms): this rank's shard
+        return compute, recompute, tp_comm, optimizer, 1.0    # measured with every device working at once
+    t = kind.timing(layout.mbs, shard)
+    if stack is not None:
+        compute, recompute, tp_comm = stack_terms(sh.profile, sh.cluster, layout, stack, kind_name, t, out_b,
+                                                  shard, sh.tp_x, mode, is_block, sh.prec_b)
+    else:
+        compute, recompute, tp_comm = sum_of_parts_terms(sh.cluster, layout, t.forward_s, t.backward_s, out_b, shard,
+                                                         sh.tp_x, mode, sh.attn_flop_frac, t.selective_recompute_s)
+    opt_rate = sh.profile.optimizer_step_s_per_param
+    if sh.train.optimizer == "sgd" and sh.profile.optimizer_step_s_per_param_sgd > 0:
+        opt_rate = sh.profile.optimizer_step_s_per_param_sgd
+    optimizer = opt_rate * kind.param_count / shard / (layout.dp if sh.fsdp else 1)
+    # layers are profiled alone; in training every device computes at once
+    slow = sh.cluster.device.compute_slowdown if sh.profile.source == "measured" else 1.0
+    return compute, recompute, tp_comm, optimizer, slow
+
+
+def _p2p_s(sh: _Shared, kind_name: str, shard: int, out_b: float) -> float:
+    """Sending the layer's output to the next pipeline stage and its gradient back, per micro-batch."""
+    layout, stack, cluster = sh.layout, sh.stack, sh.cluster
+    if layout.pp == 1:
+        return 0.0
+    send_b = out_b
+    gather = 0.0
+    if stack is not None and stack.pp_scatter_gather and shard > 1 and kind_name != "head":
+        # send 1/tp of the boundary tensor, all-gather it over NVLink on arrival (with
+        # sequence parallel the next stage takes the slice as it is)
+        send_b = out_b / shard
+        gather = 0.0 if layout.sp else collective_s(cluster, "all_gather", out_b, layout.tp, sh.tp_x)
+    p2p = 2 * (cluster.collective_time_s("send_recv", send_b, 2, sh.pp_x) + gather)
+    if stack is not None and stack.pp_overlap:
+        p2p = 0.0
+    return p2p
+
+
+def _data_parallel_terms(sh: _Shared, kind, params: float, t, optimizer: float) -> tuple[float, float]:
+    """(dp_sync per step, optimizer per step) of one layer under the executor's DP wrapper: DDP's
+    all-reduce, FSDP's gathers and reduce-scatters (measured in groups where the profile has them),
+    exposed or hidden behind the layer's compute as the software stack overlaps them."""
+    layout, stack = sh.layout, sh.stack
+    fwd, bwd = t.forward_s, t.backward_s
+    grad_bytes = params * sh.g_b
+    weight_bytes = params * sh.c_b
+    overlap = stack is not None and stack.dp_overlap
+    fsdp_measured = (in_group_fsdp_s(kind, layout, layout.mbs, sh.world)
+                     if (sh.world and sh.fsdp and params > 0) else None)
+    if sh.ddp and params > 0:
+        dp_sync = ddp_sync_s(sh.cluster, layout, params, grad_bytes, params * sh.w_b,
+                             matrix_width(sh.profile, params), sh.dp_x)
+        if not layout.lossy and stack is not None:
+            dp_sync = exposed_s(sh.dp_collective("all_reduce", grad_bytes), bwd, overlap)
+        return dp_sync, optimizer
+    if fsdp_measured is not None:
+        dp_sync, fsdp_adamw_s = fsdp_measured
+        if sh.train.optimizer == "adamw":
+            optimizer = fsdp_adamw_s * sh.f_optimizer
+        return dp_sync, optimizer
+    if not (sh.fsdp and params > 0):
+        return 0.0, optimizer
+    ag = sh.dp_collective("all_gather", weight_bytes)
+    rs = sh.dp_collective("reduce_scatter", grad_bytes)
+    m = layout.num_microbatches
+    if stack is None:
+        gathers = 2 * m if layout.zero == 3 else 1
+        return gathers * ag + rs, optimizer
+    if stack.fsdp_sync_every_microbatch:
+        # every micro-batch's backward reduce-scatters its gradients (ZeRO-3: after gathering the
+        # weights again); the weights are gathered before each forward (ZeRO-3) or once, after the
+        # optimizer step
+        bwd_ag = ag if layout.zero == 3 else 0.0
+        fwd_ags = m if layout.zero == 3 else 1
+        return fwd_ags * exposed_s(ag, fwd, overlap) + m * exposed_s(bwd_ag + rs, bwd, overlap), optimizer
+    if layout.zero == 3:
+        # gathered again before every micro-batch's forward and backward (prefetched while the
+        # previous layer computes); gradients reduce-scattered after the last backward
+        return (m * exposed_s(ag, fwd, overlap) + (m - 1) * exposed_s(ag, bwd, overlap)
+                + exposed_s(ag + rs, bwd, overlap)), optimizer
+    # gradients reduce-scattered during the last backward, updated weights gathered ahead of the
+    # first forward
+    return exposed_s(rs, bwd, overlap) + exposed_s(ag, fwd, overlap), optimizer
+
+
+def _state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
+    """(bytes held during the step, bytes held during the optimizer step) of one layer's
+    parameters, gradients and optimizer state on one device (cost.py docstring, "Memory")."""
+    w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
+    if sh.ddp:
+        return params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b)
+    if sh.fsdp:
+        dp, stack = sh.layout.dp, sh.stack
+        whole_grads = sh.accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
+        static = params * ((w_b + g_b + o_b) / dp + (c_b if sh.layout.zero < 3 else 0) + (g_b if whole_grads else 0))
+        return static, params * (w_b + g_b + o_b + sh.opt_temp_b) / dp
+    return params * (w_b + g_b + o_b + sh.cast_b), params * (w_b + g_b + o_b + sh.opt_temp_b)
+
+
+MAX_TERM_S = 1e9
+"""a per-layer time past this (31 years) comes from figures out of range, not from a real layout"""
+
+
+def _check_range(cost: LayerCost, kind: str, layout: Layout) -> None:
+    """Refuse (InputError) per-layer times that are not finite or absurdly large: they come from a
+    profile's figures out of range (a link of 1e-20 B/s, say), and solvers treat coefficients past
+    1e20 as infinite, which breaks them instead of ranking the layout last."""
+    for name in ("compute_s", "recompute_s", "tp_comm_s", "p2p_s", "dp_sync_s", "optimizer_s"):
+        t = getattr(cost, name)
+        if not (math.isfinite(t) and t <= MAX_TERM_S):
+            raise InputError(f"layer kind {kind!r} would take {t:.3g} s of {name[:-2]} per step under "
+                             f"{layout.short()}: "
+                             "the model or cluster profile holds figures out of range")
+
+
+def _activation_parts(profile: ModelProfile, stack: SoftwareStack | None) -> tuple[float, float, float] | None:
+    """Per-token saved activations of a block under ``stack`` (analytic.block_activation_parts)."""
+    if stack is None or not profile.shape:
+        return None
+    from autoplan.models.shapes import ModelShape
+    from autoplan.profile.analytic import block_activation_parts
+    return block_activation_parts(ModelShape.from_dict(profile.shape), profile.seq_len, stack)
+
+
+def costs_for_layout(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
+                     costs: dict[str, LayerCost] | None = None) -> dict[str, LayerCost]:
+    """Per-layer coefficients with each layer's own recompute mode (``layout.recompute_layers``)."""
+    costs = costs or layer_costs(profile, cluster, layout, train)
+    if not layout.recompute_layers:
+        return costs
+    by_mode = {m: layer_costs(profile, cluster, layout, train, recompute=m)
+               for m in set(layout.recompute_layers.values()) - {layout.recompute}}
+    by_mode[layout.recompute] = costs
+    return {n: by_mode[layout.recompute_of(n)][n] for n in costs}

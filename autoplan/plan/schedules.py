@@ -1,0 +1,125 @@
+"""Pipeline schedules as the cost model sees them: the order in which torch's schedules run chunk
+forwards and backwards, the micro-batches each rank holds at its memory peaks, and the time of the
+pipeline part of a step (steady state plus fill and drain)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoplan.plan.plan import Layout
+from autoplan.profile.formats import ClusterProfile
+
+
+def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
+    """The order in which torch's ``ScheduleInterleaved1F1B`` runs chunk forwards (``"F"``) and
+    backwards (``"B"``) on pipeline rank ``rank``, as (kind, local chunk index) pairs.
+
+    Mirrors torch 2.13's ``_get_warmup_ops`` / ``_get_1f1b_rank_ops``: micro-batches go in rounds
+    of ``m // max(1, m // pp)``; rank r first runs ``(vp-1)*per_round + 2*(pp-1-r)`` forwards
+    (at most m*vp), then one forward and one backward per step, then the remaining backwards.
+    Forwards cycle through the local chunks a round at a time, backwards in reverse chunk order.
+    (tests/test_cost_schedule.py checks it against torch's own ``pipeline_order``.)"""
+    per_round = m // max(1, m // pp)
+    warmup = min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp)
+    steady = m * vp - warmup
+
+    def fwd(op: int) -> int:
+        return (op // per_round) % vp
+
+    def bwd(op: int) -> int:
+        return vp - 1 - ((op - warmup) // per_round) % vp
+    out: list[tuple[str, int]] = []
+    for op in range(warmup + steady + warmup):
+        if op < warmup + steady:
+            out.append(("F", fwd(op)))
+        if op >= warmup:
+            out.append(("B", bwd(op)))
+    return out
+
+
+@lru_cache(maxsize=8192)
+def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tuple[int, ...], ...]:
+    """Micro-batches whose activations pipeline rank ``rank`` holds per local chunk (chunk
+    ``rank + i*pp`` for i = 0..vp-1), at every moment that can be its memory peak (the vectors no
+    other moment exceeds in every chunk). The rank's activation peak is the largest
+    ``sum_i n_i * act(chunk i)`` over them::
+
+        no PP           (1,)                   one micro-batch at a time (gradient accumulation)
+        GPipe           (m,)                   every forward before the first backward
+        1F1B            (min(m, pp - rank),)   Narayanan et al. 2021; torch's Schedule1F1B
+        interleaved     simulated from torch's order (:func:`interleaved_order`): uneven chunks
+                        matter, e.g. pp=4, vp=2, m=8: rank 1 holds all 8 micro-batches of its
+                        first chunk while its second drains
+    """
+    if pp == 1:
+        return ((1,),)
+    if schedule == "gpipe":
+        return ((m,) + (0,) * (vp - 1),)
+    if schedule != "interleaved":
+        return ((min(m, pp - rank),),)
+    held = [0] * vp
+    seen: list[tuple[int, ...]] = []
+    for kind, i in interleaved_order(pp, vp, m, rank):
+        held[i] += 1 if kind == "F" else -1
+        if kind == "F":
+            seen.append(tuple(held))
+    keep = [v for v in set(seen)
+            if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in seen)]
+    return tuple(sorted(keep))
+
+
+def pipeline_s(tau: list[float], chunk_s: list[float], layout: Layout) -> float:
+    """Time of the pipeline part of a step, from each rank's per-micro-batch time ``tau`` and each
+    chunk's ``chunk_s`` (its layers plus the send after it)::
+
+        GPipe, 1F1B    (m - 1) * max_r tau_r + sum_r tau_r       the fill and drain pass each stage once
+        interleaved    m * max_r tau_r + (pp - 1) * max_j chunk_j
+
+    With equal chunks both are the classic ``m*tau + (pp-1)*tau/vp``. Interleaved 1F1B fills and
+    drains one chunk per step, so the slowest chunk paces the bubble, not the rank's average
+    chunk. On torch's order (simulated by :mod:`autoplan.plan.timeline`, pp=2-8, vp=2-3, m=4-16)
+    it is exact where every rank's larger chunks come at the same local index, where
+    ``(sum tau - max tau)/vp`` is 3-4% short for chunks one block apart; 4% short where the ranks
+    differ in which chunk is larger, and 10% short (the old form: 19%) for chunks of 1 block beside
+    chunks of 5, where the steady state stalls too."""
+    m, p, v = layout.num_microbatches, layout.pp, layout.vp
+    t_max = max(tau)
+    if v == 1:
+        return (m - 1) * t_max + sum(tau)
+    return m * t_max + (p - 1) * max(chunk_s)
+
+
+def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_s: float) -> float:
+    """Factor (<= 1) on a pipeline's compute and communication where devices share cores.
+
+    Costs of a cluster whose processes share cores (``compute_slowdown`` s > 1: more processes
+    than cores) are measured with every process busy. In a pipeline a rank waits for its
+    neighbours in the fill, the drain and between micro-batches, and a waiting process leaves its
+    core to the others: with a fraction u of the ranks busy on average (the ranks' work over the
+    pipeline's length), each computes at s*u of its alone time instead of s (never faster than
+    alone)::
+
+        relief = max(1/s, min(1, u)),   u = sum_r busy_r / (pp * pipeline)
+
+    1 without pipelining, and on devices that do not share (GPUs: s = 1)."""
+    s = cluster.device.compute_slowdown
+    if s <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
+        return 1.0
+    u = sum(busy_s) / (len(busy_s) * pipeline_s)
+    return max(1.0 / s, min(1.0, u))
+
+
+def inflight_microbatches(layout: Layout, rank: int) -> float:
+    """Micro-batches of activations pipeline rank ``rank`` holds at its peak when its layers are
+    spread evenly over its chunks: the largest total of :func:`inflight_vectors` over vp
+    (the tied placement ILP and the search's bounds use it; :func:`evaluate` uses the vectors)."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(v) for v in vecs) / layout.vp
+
+
+def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
+    """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    return max(sum(n * a for n, a in zip(v, chunk_act_bytes)) for v in vecs)
