@@ -3,6 +3,7 @@ stock receive buffers and with autoplan's just-in-time ones, measured beside pre
 
     python benchmarks/pipeline_memory.py               # gpt-small at seq_len 512, pp=4, m = 4, 8, 16, 32
     python benchmarks/pipeline_memory.py --micro-batches 4,8 --schedules 1f1b --seq-len 128
+    python benchmarks/pipeline_memory.py --measurements /tmp/peaks.json   # measure once, re-predict later
 
 On 4 gloo CPU processes (pp = 4; interleaved: vp = 2) the model is cut into even stages and trained
 with AdamW, fp32, mbs 1, for ``--steps`` steps per run, under GPipe, 1F1B and interleaved 1F1B, each
@@ -127,11 +128,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--micro-batches", default="4,8,16,32")
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--steps", type=int, default=2, help="steps per run; the last one is measured")
+    ap.add_argument("--measurements", help="JSON file of measured peaks: reused when it holds these runs, "
+                                           "else written (to re-predict without re-measuring)")
     args = ap.parse_args(argv)
 
     from autoplan.models.shapes import BUILTIN_SHAPES
     from autoplan.plan.api import estimate_problem, make_problem
-    from autoplan.plan.cost import costs_for_layout
+    from autoplan.plan.coefficients import costs_for_layout
     from autoplan.plan.figures import memory_by_rank
     from autoplan.plan.plan import Layout
 
@@ -146,7 +149,15 @@ def main(argv: list[str] | None = None) -> None:
     schedules = args.schedules.split(",")
     cases = [(s, m) for s in schedules for m in ms]
     runs = [(layout_dict(s, m, units), jit) for s, m in cases for jit in (False, True)]
-    measured = measure(shape.to_dict(), runs, args.steps)
+    key = json.dumps([shape.to_dict(), runs, args.steps])
+    saved = json.loads(Path(args.measurements).read_text()) if args.measurements and Path(args.measurements).exists() \
+        else {}
+    if saved.get("key") == key:
+        measured = saved["peaks"]
+    else:
+        measured = measure(shape.to_dict(), runs, args.steps)
+        if args.measurements:
+            Path(args.measurements).write_text(json.dumps({"key": key, "peaks": measured}))
 
     print(f"{args.model} at seq_len {args.seq_len}: pp={PP} (interleaved vp=2), mbs 1, fp32, AdamW; peak per rank, MiB "
           f"(measured: torch profiler memory events; predicted: autoplan's cost model)")

@@ -21,7 +21,7 @@ from dist_utils import assert_equivalent, even_stages, reference_run, run_on_ran
 
 from autoplan.execute import pp_buffers
 from autoplan.models.shapes import BUILTIN_SHAPES
-from autoplan.plan.cost import inflight_vectors
+from autoplan.plan.schedules import inflight_vectors
 from autoplan.plan.plan import Layout
 
 SHAPE = BUILTIN_SHAPES["gpt-tiny"].to_dict()   # 4 blocks, h=64, vocab 256, s=32

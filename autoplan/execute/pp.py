@@ -9,6 +9,9 @@ Between chunks flow hidden states ``[mbs, s, h]``; the first chunk takes tokens 
 returns logits ``[mbs, s, vocab]`` and the schedule applies ``loss_fn(logits, labels)`` per
 micro-batch. The schedule divides gradients by ``n_microbatches`` (``scale_grads``), so with a
 mean-per-micro-batch loss the gradients are those of the mean over the rank's rows.
+
+The stages are :mod:`autoplan.execute.pp_buffers`' (torch 2.13): receive buffers exist only while
+their micro-batch is in flight, where torch allocates one per micro-batch for the whole step.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stag
     """Wrap each chunk in a pipeline stage (shapes inferred at run time) and make the schedule.
     Receive buffers are allocated just in time (:mod:`autoplan.execute.pp_buffers`) unless
     ``jit_recv_buffers`` is False (torch's stock allocation: one per micro-batch for the step)."""
-    stages = [make_stage(r, i, num_stages, device, group=group, jit=jit_recv_buffers) for r, i in zip(runners, ids)]
+    stages = [make_stage(r, i, num_stages, device, group=group, jit=jit_recv_buffers, own_sends=schedule == "interleaved")
+              for r, i in zip(runners, ids)]
     if schedule == "interleaved":
         return ScheduleInterleaved1F1B(stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
     if len(stages) != 1:

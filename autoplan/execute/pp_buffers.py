@@ -25,10 +25,18 @@ until the backward that consumes it (pytorch issue 136380; PRs 193872 / 196463 d
 So a rank holds the activations of its in-flight micro-batches (which the chunk's first layer
 saves for backward anyway) and a gradient buffer only from its receive to its backward.
 
-A newer torch that allocates just in time itself (its ``pipelining._recv_buffers`` module, PR
-196463) needs none of this: :func:`make_stage` then builds torch's own ``PipelineStage``. If a
-torch changes the internals named in :data:`INTERNALS` without that module, :func:`make_stage`
-warns and falls back to torch's stock allocation, and tests/test_pp_buffers.py fails.
+Sends (``own_sends``, for the interleaved schedules): torch's ``_PipelineScheduleRuntime`` launches
+every send of the step and waits for all of them only when the step ends, and each send's work
+keeps its tensor, so every micro-batch's outputs and input gradients would stay until then (m per
+chunk and direction). With ``own_sends`` the stage launches its sends itself (the same
+``dist.isend`` torch's ``_batch_p2p`` issues for a batch of sends, which is what the runtime's
+SEND actions are) and gives the schedule nothing to launch. It waits for the send of a
+micro-batch's output when its backward starts (the gradient has come back, so the next stage has
+received it: the wait returns at once) and lets go of any send whose work says
+``is_completed()`` (NCCL: once done; gloo's send works complete only when waited, so on gloo the
+input gradients sent back stay until the next step starts, where the stage waits for what is
+left, as torch waits at the end of its step). The schedules of one stage per rank (GPipe, 1F1B)
+batch a send with a receive to avoid deadlocks and wait within the step: they keep torch's sends.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import stage as torch_stage
@@ -58,6 +67,9 @@ INTERNALS: dict[str, tuple[str, ...]] = {
     "backward_one_chunk": ("bwd_chunk_id", "loss", "full_backward", "last_backward"),
     "backward_weight_one_chunk": ("bwd_chunk_id", "last_backward"),
     "set_local_bwd_input": ("next_stage_bwd_outputs", "mb_index"),
+    "get_fwd_send_ops": ("fwd_chunk_id",),
+    "get_bwd_send_ops": ("bwd_chunk_id",),
+    "clear_runtime_states": (),
     "_prepare_forward_infra": ("num_microbatches", "args", "kwargs", "has_backward"),
     "_prepare_backward_infra": ("num_microbatches", "loss_fn", "target", "received_grad_meta", "loss_kwargs"),
 }
@@ -115,10 +127,35 @@ class JitRecvStage(PipelineStage):
     """A ``PipelineStage`` whose receive buffers exist only from their receive until the
     computation that consumes them is done (module docstring). Same constructor and behaviour."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, own_sends: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self._received_acts: dict[int, list[torch.Tensor]] = {}
         """micro-batch -> the activation buffers this stage allocated for it and has not freed"""
+        self._own_sends = own_sends
+        self._sends: list[tuple[str, int, dist.Work]] = []
+        """("fwd" | "bwd", micro-batch, work) of the sends this stage launched and still holds"""
+
+    def clear_runtime_states(self) -> None:
+        for _, _, work in self._sends:
+            work.wait()
+        self._sends.clear()
+        super().clear_runtime_states()
+
+    def _send(self, kind: str, mb: int, ops: list[dist.P2POp]) -> list[dist.P2POp]:
+        """With ``own_sends``: launch the send ops here, hold their works, and leave nothing for
+        the schedule; otherwise hand the ops to it."""
+        if not self._own_sends or not ops:
+            return ops
+        self._sends = [s for s in self._sends if not s[2].is_completed()]
+        self._sends += [(kind, mb, dist.isend(op.tensor, group=op.group, tag=op.tag, group_dst=op.group_peer))
+                        for op in ops]
+        return []
+
+    def get_fwd_send_ops(self, fwd_chunk_id: int):
+        return self._send("fwd", fwd_chunk_id, super().get_fwd_send_ops(fwd_chunk_id))
+
+    def get_bwd_send_ops(self, bwd_chunk_id: int):
+        return self._send("bwd", bwd_chunk_id, super().get_bwd_send_ops(bwd_chunk_id))
 
     def _prepare_forward_infra(self, num_microbatches, args, kwargs=None, has_backward=False):
         out = super()._prepare_forward_infra(num_microbatches, args, kwargs, has_backward)
@@ -155,6 +192,11 @@ class JitRecvStage(PipelineStage):
         return out
 
     def backward_one_chunk(self, bwd_chunk_id: int, loss=None, full_backward: bool = True, last_backward=False):
+        # the gradient of this micro-batch's output has arrived: the output's send is done
+        for kind, mb, work in self._sends:
+            if kind == "fwd" and mb == bwd_chunk_id:
+                work.wait()
+        self._sends = [s for s in self._sends if not (s[0] == "fwd" and s[1] == bwd_chunk_id)]
         super().backward_one_chunk(bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward)
         self._release_consumed(bwd_chunk_id, done=full_backward)
         _release(self.grad_recv_info.get(bwd_chunk_id, ()))
@@ -190,7 +232,11 @@ def stage_class(jit: bool = True) -> type[PipelineStage]:
 
 
 def make_stage(submodule: nn.Module, stage_index: int, num_stages: int, device: torch.device, *, group,
-               jit: bool = True) -> PipelineStage:
+               jit: bool = True, own_sends: bool = False) -> PipelineStage:
     """A pipeline stage for ``submodule`` (shapes inferred at run time) with just-in-time receive
-    buffers, or torch's stock allocation with ``jit=False``."""
-    return stage_class(jit)(submodule, stage_index, num_stages, device, group=group)
+    buffers, or torch's stock allocation with ``jit=False``; ``own_sends`` (for the schedules of
+    several stages per rank, module docstring) where the stage is autoplan's."""
+    cls = stage_class(jit)
+    if cls is JitRecvStage:
+        return cls(submodule, stage_index, num_stages, device, group=group, own_sends=own_sends)
+    return cls(submodule, stage_index, num_stages, device, group=group)

@@ -1,11 +1,16 @@
 """Per-rank memory that does not belong to one layer: the workspace every device needs whatever the
-placement, and the pipeline receive buffers of the tensors that cross chunk boundaries."""
+placement, and the pipeline memory of the tensors that cross chunk boundaries: receive buffers in
+transit (:func:`rank_buffer_bytes`) and the outputs a chunk keeps per in-flight micro-batch
+(:func:`chunk_held_bytes`), both together a rank's ``pipeline_buffers`` (:func:`rank_pipeline_bytes`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.groups import data_parallel_wrapper
 from autoplan.plan.plan import Layout
+from autoplan.plan.schedules import peak_inflight_bytes
 
 
 def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
@@ -45,12 +50,49 @@ def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) ->
 
 
 def rank_buffer_bytes(crossings: list[list[tuple[str, str]]], costs: dict[str, LayerCost], pp: int) -> list[int]:
-    """Pipeline receive buffers of each pipeline rank: every edge crossing boundary b (from
-    :func:`boundary_crossings`) holds its ``buffer_bytes`` on the sending chunk's rank (gradients)
-    and on the receiving chunk's rank (activations)."""
+    """Pipeline receive buffers in transit on each pipeline rank: every edge crossing boundary b
+    (from :func:`boundary_crossings`) holds its ``buffer_bytes`` on the sending chunk's rank (the
+    gradient) and on the receiving chunk's rank (the activation)."""
     buf = [0] * pp
     for b, edges in enumerate(crossings):
         for u, _ in edges:
             buf[b % pp] += costs[u].buffer_bytes
             buf[(b + 1) % pp] += costs[u].buffer_bytes
     return buf
+
+
+def model_outputs(names: Sequence[str], edges: list[tuple[str, str]]) -> list[str]:
+    """The layers no other layer consumes (the head: what the last chunk returns)."""
+    consumed = {u for u, _ in edges}
+    return [n for n in names if n not in consumed]
+
+
+def chunk_held_bytes(crossings: list[list[tuple[str, str]]], stages: list[list[str]], costs: dict[str, LayerCost],
+                     outputs: Sequence[str]) -> list[float]:
+    """Per chunk j, the outputs it keeps per in-flight micro-batch beyond its activations
+    (``LayerCost.held_out_bytes``): every tensor it sends across boundary j, and on the last chunk
+    of a pipeline the model's ``outputs`` it holds (the logits). Without a pipeline: nothing."""
+    held = [0.0] * len(stages)
+    if len(stages) < 2:
+        return held
+    for b, edges in enumerate(crossings):
+        held[b] += sum(costs[u].held_out_bytes for u, _ in edges)
+    held[-1] += sum(costs[n].held_out_bytes for n in outputs if n in set(stages[-1]))
+    return held
+
+
+def rank_pipeline_bytes(layout: Layout, costs: dict[str, LayerCost], edges: list[tuple[str, str]],
+                        chunk_act: list[list[float]]) -> tuple[list[float], list[float]]:
+    """Per pipeline rank, at its peak moment: (activations, pipeline buffers), where ``chunk_act[r][i]``
+    are the activations per micro-batch of rank r's local chunk i and the buffers are the receive
+    buffers in transit plus the outputs its chunks keep for their in-flight micro-batches."""
+    p = layout.pp
+    crossings = boundary_crossings(edges, layout.stages)
+    held = chunk_held_bytes(crossings, layout.stages, costs, model_outputs(list(costs), edges))
+    buf = rank_buffer_bytes(crossings, costs, p)
+    acts, pipes = [], []
+    for r in range(p):
+        a, h = peak_inflight_bytes(layout, r, chunk_act[r], [held[r + i * p] for i in range(layout.vp)])
+        acts.append(a)
+        pipes.append(buf[r] + h)
+    return acts, pipes
