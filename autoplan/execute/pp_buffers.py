@@ -32,11 +32,13 @@ chunk and direction). With ``own_sends`` the stage launches its sends itself (th
 ``dist.isend`` torch's ``_batch_p2p`` issues for a batch of sends, which is what the runtime's
 SEND actions are) and gives the schedule nothing to launch. It waits for the send of a
 micro-batch's output when its backward starts (the gradient has come back, so the next stage has
-received it: the wait returns at once) and lets go of any send whose work says
-``is_completed()`` (NCCL: once done; gloo's send works complete only when waited, so on gloo the
-input gradients sent back stay until the next step starts, where the stage waits for what is
-left, as torch waits at the end of its step). The schedules of one stage per rank (GPipe, 1F1B)
-batch a send with a receive to avoid deadlocks and wait within the step: they keep torch's sends.
+received it: the wait returns at once) and lets go of an input gradient's send once done: NCCL
+works say so (``is_completed()``); gloo's send works complete only when waited, and a gloo send
+waits for the peer's receive, so a waiter thread of the stage waits for them (it releases the GIL
+while it waits) and the stage drops those it has seen done whenever it sends again. What is left
+is waited for when the next step starts (torch waits at the end of its step). The schedules of
+one stage per rank (GPipe, 1F1B) batch a send with a receive to avoid deadlocks and wait within
+the step: they keep torch's sends.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import importlib.util
 import inspect
 import warnings
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -132,23 +135,31 @@ class JitRecvStage(PipelineStage):
         self._received_acts: dict[int, list[torch.Tensor]] = {}
         """micro-batch -> the activation buffers this stage allocated for it and has not freed"""
         self._own_sends = own_sends
-        self._sends: list[tuple[str, int, dist.Work]] = []
-        """("fwd" | "bwd", micro-batch, work) of the sends this stage launched and still holds"""
+        self._sends: list[tuple[str, int, dist.Work, Future | None]] = []
+        """(fwd | bwd, micro-batch, work, its waiter's future on gloo) of the sends this stage
+        launched and still holds"""
+        self._waiter: ThreadPoolExecutor | None = None
 
     def clear_runtime_states(self) -> None:
-        for _, _, work in self._sends:
-            work.wait()
+        for _, _, work, waited in self._sends:
+            waited.result() if waited is not None else work.wait()
         self._sends.clear()
         super().clear_runtime_states()
 
     def _send(self, kind: str, mb: int, ops: list[dist.P2POp]) -> list[dist.P2POp]:
-        """With ``own_sends``: launch the send ops here, hold their works, and leave nothing for
-        the schedule; otherwise hand the ops to it."""
+        """With ``own_sends``: launch the send ops here, hold their works until done, and leave
+        nothing for the schedule; otherwise hand the ops to it."""
         if not self._own_sends or not ops:
             return ops
-        self._sends = [s for s in self._sends if not s[2].is_completed()]
-        self._sends += [(kind, mb, dist.isend(op.tensor, group=op.group, tag=op.tag, group_dst=op.group_peer))
-                        for op in ops]
+        self._sends = [s for s in self._sends if not (s[3].done() if s[3] is not None else s[2].is_completed())]
+        for op in ops:
+            work = dist.isend(op.tensor, group=op.group, tag=op.tag, group_dst=op.group_peer)
+            waited = None
+            if kind == "bwd" and dist.get_backend(op.group) == "gloo":
+                if self._waiter is None:
+                    self._waiter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autoplan-pp-send")
+                waited = self._waiter.submit(work.wait)
+            self._sends.append((kind, mb, work, waited))
         return []
 
     def get_fwd_send_ops(self, fwd_chunk_id: int):
@@ -193,7 +204,7 @@ class JitRecvStage(PipelineStage):
 
     def backward_one_chunk(self, bwd_chunk_id: int, loss=None, full_backward: bool = True, last_backward=False):
         # the gradient of this micro-batch's output has arrived: the output's send is done
-        for kind, mb, work in self._sends:
+        for kind, mb, work, _ in self._sends:
             if kind == "fwd" and mb == bwd_chunk_id:
                 work.wait()
         self._sends = [s for s in self._sends if not (s[0] == "fwd" and s[1] == bwd_chunk_id)]

@@ -88,7 +88,8 @@ precision, else 4)::
                their backward: ``step(..., return_outputs=False)``
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
                gradient before its reduce-scatter; full recompute: one layer's activations; and the
-               gradient of the largest layer output (the logits) during backward
+               gradient of the largest layer output during backward (the logits on the last
+               pipeline rank, the largest other output elsewhere)
 
 ``c [mixed]`` without FSDP is autocast's cache in autoplan's executor: the 16-bit copy of every
 weight, made at its first use in a step and held until the step's autocast context ends.
@@ -125,7 +126,7 @@ import math
 
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
-from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, transient_bytes
+from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -197,9 +198,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     optimizer = max(opt)
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
-    extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
+    extra = [w + cluster.calibration.memory_overhead_bytes for w in rank_transient_bytes(costs, layout, profile.edges)]
     peak_act, buf = rank_pipeline_bytes(layout, costs, profile.edges, chunk_act)
-    step_mem = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
+    step_mem = [static[r] + peak_act[r] + buf[r] + extra[r] for r in range(p)]
     opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
     mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]
     mem = [int(math.ceil(x)) for x in mem_f]
@@ -211,7 +212,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     memory_breakdown = {
         "params_grads_optimizer": static[peak_r],
         "activations": int(math.ceil(peak_act[peak_r])),
-        "pipeline_buffers": int(math.ceil(buf[peak_r])), "workspace": extra,
+        "pipeline_buffers": int(math.ceil(buf[peak_r])), "workspace": extra[peak_r],
         "optimizer_step_peak": int(math.ceil(opt_mem[peak_r])),   # the peak when above the others' sum
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)

@@ -204,7 +204,10 @@ class PlacementILP:
         self.O = self.var("O_optimizer_s", 0)
         self.Z = self.var("Z_peak_memory_GiB", 0)
         self.C = self.var("C_slowest_chunk_s", 0) if self.v > 1 else None
-        self.extra = transient_bytes(self.cost, layout)
+        outputs = [n for n in self.order if graph.out_degree(n) == 0]
+        self.extra = transient_bytes(self.cost, layout, without=outputs)
+        self.extra_last = transient_bytes(self.cost, layout) - self.extra
+        """workspace of every rank, and what the last rank adds (its logits' gradient)"""
         self.tau: dict[int, pulp.LpAffineExpression] = {}
         self.add_structure()
         self.add_bottleneck()
@@ -283,7 +286,7 @@ class PlacementILP:
     def memory_fixed(self, r: int):
         """Rank r's memory apart from activations: state, boundary buffers, workspace."""
         return (self.rank_sum(r, "static_bytes") + self.rank_send(r, "buffer_bytes") + self.rank_recv(r, "buffer_bytes")
-                + self.extra)
+                + self.extra + (self.extra_last if r == self.p - 1 else 0.0))
 
     def chunk_inflight(self, j: int):
         """act(j) + held(j): what chunk j keeps per in-flight micro-batch, its activations and the
@@ -735,16 +738,19 @@ def tied_chain(order: list[str], cost: dict[str, LayerCost], layout: Layout, mem
     else:
         modes = (layout.recompute,)
         block = {layout.recompute: cost[mid]}
+    outputs = [order[-1]]        # the chain's output: its largest-output workspace is the last rank's
     if len(modes) > 1:     # the recompute workspaces are the ILP's choice (u, u_sel), not the layout's
-        workspace = transient_bytes(cost, layout.with_(recompute="none", recompute_layers={}))
+        workspace = transient_bytes(cost, layout.with_(recompute="none", recompute_layers={}), without=outputs)
         full_ws = max(c.full_act_bytes for c in cost.values()) if "full" in modes else 0.0
     else:
-        workspace, full_ws = transient_bytes(cost, layout), 0.0
+        workspace, full_ws = transient_bytes(cost, layout, without=outputs), 0.0
+    last_ws = transient_bytes(cost, layout) - transient_bytes(cost, layout, without=outputs)
     return TiedChain(p=layout.pp, v=layout.vp, m=layout.num_microbatches, N=len(order) - 2, modes=modes,
                      block=block, first=cost[order[0]], last=cost[order[-1]],
                      inflight=tuple(inflight_microbatches(layout, r) for r in range(layout.pp)),
                      held_inflight=tuple(inflight_floor(layout, r) for r in range(layout.pp)),
-                     memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws)
+                     memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws,
+                     last_workspace_bytes=last_ws)
 
 
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",

@@ -5,7 +5,7 @@ transit (:func:`rank_buffer_bytes`) and the outputs a chunk keeps per in-flight 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.groups import data_parallel_wrapper
@@ -13,13 +13,15 @@ from autoplan.plan.plan import Layout
 from autoplan.plan.schedules import peak_inflight_bytes
 
 
-def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
+def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collection[str] = ()) -> int:
     """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
     weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
     accumulation), the new gradient of a layer that backward allocates before adding it to the
     accumulated one (gradient accumulation: the largest layer's, measured 12 MiB on an embedding of
-    8192 x 384 in fp32), the full-recompute workspace (one layer's activations) and the selective
-    one (the part of one layer's activations that its backward recomputes)."""
+    8192 x 384 in fp32), the full-recompute workspace (one layer's activations), the selective
+    one (the part of one layer's activations that its backward recomputes) and the gradient of the
+    largest output among the layers but ``without`` (the model's outputs, on every pipeline rank
+    but the last: :func:`rank_transient_bytes`)."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
     if fsdp and layout.zero == 3:
@@ -33,9 +35,18 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout) -> int:
     if recomputed:
         extra += max(recomputed)
     # backward holds the gradient of a layer's output while it computes the layer's input
-    # gradient: the largest output (the logits) bounds that
-    extra += max(c.out_bytes for c in costs.values())
+    # gradient: the largest output (the logits, on the rank that computes them) bounds that
+    extra += max((c.out_bytes for n, c in costs.items() if n not in without), default=0)
     return extra
+
+
+def rank_transient_bytes(costs: dict[str, LayerCost], layout: Layout, edges: list[tuple[str, str]]) -> list[int]:
+    """:func:`transient_bytes` of each pipeline rank: the model's outputs (the logits) are the last
+    rank's (the last chunk ends with them), so the other ranks' largest output gradient is their
+    layers' (the solver takes this rule too, whatever the placement)."""
+    outputs = model_outputs(list(costs), edges)
+    others = transient_bytes(costs, layout, without=outputs)
+    return [others] * (layout.pp - 1) + [transient_bytes(costs, layout)]
 
 
 def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) -> list[list[tuple[str, str]]]:

@@ -86,6 +86,9 @@ class TiedChain:
     """placement-independent workspace, without the optional full-recompute one"""
     full_workspace_bytes: float = 0.0
     """added on every rank when some block is fully recomputed (u = 1); 0 when not a choice"""
+    last_workspace_bytes: float = 0.0
+    """what the last rank adds: the gradient of the chain's output (the logits) where it is larger
+    than every other layer's output"""
     _tables: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -131,7 +134,8 @@ class TiedChain:
         h_const, h_coef = self.boundary_parts(r, "held_out_bytes", recv=False)
         held = h_const + h_coef * z0 + (self.last.held_out_bytes if r == self.p - 1 and self.S > 1 else 0.0)
         return (self.fixed(r, "static_bytes") + self.inflight[r] * self.fixed(r, "act_bytes") + self.held_inflight[r] * held
-                + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u)
+                + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u
+                + (self.last_workspace_bytes if r == self.p - 1 else 0.0))
 
     def count_range(self, r: int, z0: int, z1: int) -> tuple[int, int]:
         """Smallest and largest block count rank r may hold (nonempty chunks; alone_0/1)."""
