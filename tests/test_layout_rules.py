@@ -71,8 +71,7 @@ def test_solve_honours_a_fixed_vp_beyond_the_search_default():
 
     from autoplan.profile.assumptions import STACKS
     pb = make_problem("gpt3-175b", "dgx-h100-80gb:16", 256)
-    # NVIDIA's published layout, on the stack that ran it (under autoplan's executor torch's pipelining
-    # would hold 64 receive buffers per cut side of each of the 6 chunks: it does not fit)
+    # NVIDIA's published layout, on the stack that ran it
     pb = dataclasses.replace(pb, train=dataclasses.replace(pb.train, stack=STACKS["megatron-core-2024"]))
     opts = SearchOptions(fixed={"tp": 4, "pp": 8, "vp": 6, "mbs": 1, "recompute": "selective", "sp": 1}, top_k=1)
     assert opts.max_vp < 6

@@ -345,13 +345,16 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
 
 
 def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torch.device | None = None,
-                loss_fn: LossFn | None = None, precision: str | None = None) -> Parallelized:
+                loss_fn: LossFn | None = None, precision: str | None = None,
+                jit_recv_buffers: bool = True) -> Parallelized:
     """Lay out ``model`` (a :class:`~autoplan.models.transformer.Transformer`, unchanged) per the plan.
 
     Raises :class:`LaunchError` / :class:`LayoutError` before any collective when the plan does not
     fit the launch or the model. ``loss_fn(logits [b, s, vocab], labels [b, s]) -> scalar mean``
     defaults to :func:`token_cross_entropy`. ``precision`` (``fp32|bf16|fp16``) defaults to the
-    plan's ``training.precision``, and to fp32 for a bare layout.
+    plan's ``training.precision``, and to fp32 for a bare layout. Pipeline receive buffers exist only
+    while their micro-batch is in flight (:mod:`autoplan.execute.pp_buffers`, what the planner counts);
+    ``jit_recv_buffers=False`` keeps torch's stock allocation, one per micro-batch for the whole step.
     """
     layout = plan_or_layout.layout if isinstance(plan_or_layout, Plan) else plan_or_layout
     if isinstance(plan_or_layout, Plan):
@@ -418,7 +421,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         schedule_loss = loss_fn if scaler is None else (lambda out, y: scaler.scale(loss_fn(out, y)))
         schedule = build_schedule(runners, ids, num_stages=layout.pp * layout.vp, schedule=layout.schedule,
                                   n_microbatches=layout.num_microbatches, loss_fn=schedule_loss, device=device,
-                                  group=mesh.group("pp"))
+                                  group=mesh.group("pp"), jit_recv_buffers=jit_recv_buffers)
     averager = None
     if layout.sync_every > 1 and mesh.dp_enabled:
         from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager

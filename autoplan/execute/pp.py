@@ -9,6 +9,9 @@ Between chunks flow hidden states ``[mbs, s, h]``; the first chunk takes tokens 
 returns logits ``[mbs, s, vocab]`` and the schedule applies ``loss_fn(logits, labels)`` per
 micro-batch. The schedule divides gradients by ``n_microbatches`` (``scale_grads``), so with a
 mean-per-micro-batch loss the gradients are those of the mean over the rank's rows.
+
+The stages are :mod:`autoplan.execute.pp_buffers`' (torch 2.13): receive buffers exist only while
+their micro-batch is in flight, where torch allocates one per micro-batch for the whole step.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import (
     PipelineScheduleMulti,
     PipelineScheduleSingle,
@@ -29,6 +31,7 @@ from torch.distributed.pipelining.schedules import (
 )
 
 from autoplan.errors import LayoutError
+from autoplan.execute.pp_buffers import make_stage
 from autoplan.plan.plan import schedule_rule_violation
 
 
@@ -52,10 +55,13 @@ def check_schedule(schedule: str, *, pp: int, vp: int, n_microbatches: int) -> N
 
 def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stages: int, schedule: str,
                    n_microbatches: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                   device: torch.device, group: dist.ProcessGroup
+                   device: torch.device, group: dist.ProcessGroup, jit_recv_buffers: bool = True
                    ) -> PipelineScheduleSingle | PipelineScheduleMulti:
-    """Wrap each chunk in a ``PipelineStage`` (shapes inferred at run time) and make the schedule."""
-    stages = [PipelineStage(r, i, num_stages, device, group=group) for r, i in zip(runners, ids)]
+    """Wrap each chunk in a pipeline stage (shapes inferred at run time) and make the schedule.
+    Receive buffers are allocated just in time (:mod:`autoplan.execute.pp_buffers`) unless
+    ``jit_recv_buffers`` is False (torch's stock allocation: one per micro-batch for the step)."""
+    stages = [make_stage(r, i, num_stages, device, group=group, jit=jit_recv_buffers, own_sends=schedule == "interleaved")
+              for r, i in zip(runners, ids)]
     if schedule == "interleaved":
         return ScheduleInterleaved1F1B(stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
     if len(stages) != 1:

@@ -54,12 +54,17 @@ class LayerCost:
     weight_bytes_unsharded: int
     """this layer's weights on one TP rank before ZeRO-3 sharding (ZeRO-3 gather buffer)"""
     buffer_bytes: int = 0
-    """pipeline receive buffers a cut after this layer holds on each side, per step: the
-    activations on the receiving chunk and their gradients on the sending chunk.  autoplan's
-    executor (torch.distributed.pipelining) allocates one of each per micro-batch when the
-    schedule starts and keeps them (``PipelineStage``: ``args_recv_info`` / ``grad_recv_info`` per
-    micro-batch), so ``out_bytes * num_microbatches``; stacks that receive into one buffer at a
-    time (Megatron's p2p): ``out_bytes``"""
+    """pipeline receive buffers a cut after this layer holds on each side at a time: the
+    activation on the receiving chunk and its gradient on the sending chunk, each from its receive
+    until the backward that consumes it (Megatron's p2p; autoplan's executor since its receive
+    buffers are allocated just in time, :mod:`autoplan.execute.pp_buffers`): ``out_bytes``, one
+    in transit per side. A received activation that waits for its backward is the chunk's input,
+    which its first layer saves (``act_bytes``), so it is not counted again"""
+    held_out_bytes: int = 0
+    """what a chunk whose output this layer makes keeps per in-flight micro-batch, beyond its
+    activations: torch's ``PipelineStage`` keeps each micro-batch's output (``fwd_cache``) until
+    its backward, so autoplan's executor holds ``out_bytes`` (the sent tensor; on the last stage the
+    logits); Megatron frees a sent output's storage after the send (``deallocate_output_tensor``): 0"""
     fp8_workspace_bytes: int = 0
     """fp8 training: the layer's weights cast to fp8 and transposed, made when the layer runs
     (``TrainingConfig.fp8_weight_bytes_per_param`` per parameter; one layer's at a time)"""
@@ -212,7 +217,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
         static_bytes=int(math.ceil(static)),
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
-        buffer_bytes=int(math.ceil(out_b)) * (layout.num_microbatches if sh.executor else 1),
+        buffer_bytes=int(math.ceil(out_b)), held_out_bytes=int(math.ceil(out_b)) if sh.executor else 0,
         full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
         fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
         optimizer_phase_bytes=int(math.ceil(optimizer_phase)))

@@ -76,12 +76,20 @@ precision, else 4)::
     acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
                recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
                1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
-    buffers  = boundary tensors received and sent: one per micro-batch on each side of a cut, as
-               torch.distributed.pipelining allocates them (``LayerCost.buffer_bytes``; the executor
-               asks the schedule not to keep the last stage's outputs: ``step(..., return_outputs=False)``)
+    buffers  = the pipeline's own memory, ``pipeline_buffers`` (plan/memory.py): receive buffers in
+               transit, one per side of a cut (``LayerCost.buffer_bytes``: each lives from its receive
+               to the backward that consumes it, as in Megatron and in autoplan's executor, whose
+               buffers are allocated just in time, execute/pp_buffers.py; a received activation
+               waiting for its backward is the chunk's input, counted in acts), plus the outputs a
+               chunk keeps per in-flight micro-batch, sum_i n_i * held(chunk i) at the peak moment of
+               acts + held (``LayerCost.held_out_bytes``: torch's stage keeps each micro-batch's
+               output until its backward, the last stage its logits; Megatron frees them after the
+               send). The executor asks the schedule not to keep the last stage's outputs after
+               their backward: ``step(..., return_outputs=False)``
     workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
                gradient before its reduce-scatter; full recompute: one layer's activations; and the
-               gradient of the largest layer output (the logits) during backward
+               gradient of the largest layer output during backward (the logits on the last
+               pipeline rank, the largest other output elsewhere)
 
 ``c [mixed]`` without FSDP is autocast's cache in autoplan's executor: the 16-bit copy of every
 weight, made at its first use in a step and held until the step's autocast context ends.
@@ -108,7 +116,7 @@ Where each part lives::
     plan/coefficient_sources.py  in-group measurements, software stack, sum of parts
     plan/groups.py               which groups cross nodes, one collective's time, DDP or FSDP
     plan/schedules.py            torch's schedule order, micro-batches in flight, the pipeline term
-    plan/memory.py               workspace and pipeline receive buffers of a rank
+    plan/memory.py               workspace and pipeline buffers of a rank
     plan/cost.py                 evaluate: a complete layout's step time and memory, term by term
 """
 
@@ -118,9 +126,9 @@ import math
 
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
-from autoplan.plan.memory import boundary_crossings, rank_buffer_bytes, transient_bytes
+from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Prediction
-from autoplan.plan.schedules import peak_activation_bytes, pipeline_s, shared_device_relief
+from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -174,14 +182,12 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             opt_phase[r] += c.optimizer_phase_bytes
             act[r] += c.act_bytes
             chunk_act[r][j // p] += c.act_bytes
-    # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk and
-    # occupies a buffer on both sides, once per boundary it crosses
-    crossings = boundary_crossings(profile.edges, layout.stages)
-    for b, edges in enumerate(crossings):
+    # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk, once per
+    # boundary it crosses
+    for b, edges in enumerate(boundary_crossings(profile.edges, layout.stages)):
         for u, _ in edges:
             p2p[b % p] += costs[u].p2p_s
             chunk_s[b] += costs[u].p2p_s
-    buf = rank_buffer_bytes(crossings, costs, p)
     for r in range(p):
         tau[r] = comp[r] + reco[r] + tpc[r] + cpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))
@@ -194,9 +200,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     optimizer = max(opt)
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
-    extra = transient_bytes(costs, layout) + cluster.calibration.memory_overhead_bytes
-    peak_act = [peak_activation_bytes(layout, r, chunk_act[r]) for r in range(p)]
-    step_mem = [static[r] + peak_act[r] + buf[r] + extra for r in range(p)]
+    extra = [w + cluster.calibration.memory_overhead_bytes for w in rank_transient_bytes(costs, layout, profile.edges)]
+    peak_act, buf = rank_pipeline_bytes(layout, costs, profile.edges, chunk_act)
+    step_mem = [static[r] + peak_act[r] + buf[r] + extra[r] for r in range(p)]
     opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
     mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]
     mem = [int(math.ceil(x)) for x in mem_f]
@@ -209,7 +215,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     memory_breakdown = {
         "params_grads_optimizer": static[peak_r],
         "activations": int(math.ceil(peak_act[peak_r])),
-        "pipeline_buffers": buf[peak_r], "workspace": extra,
+        "pipeline_buffers": int(math.ceil(buf[peak_r])), "workspace": extra[peak_r],
         "optimizer_step_peak": int(math.ceil(opt_mem[peak_r])),   # the peak when above the others' sum
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)

@@ -16,8 +16,7 @@ from autoplan.errors import InputError
 from autoplan.plan.api import Problem, make_problem
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.cost import evaluate
-from autoplan.plan.memory import boundary_crossings, rank_buffer_bytes, transient_bytes
-from autoplan.plan.schedules import peak_activation_bytes
+from autoplan.plan.memory import rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Plan, Prediction
 from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
 
@@ -47,11 +46,11 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
     chunk_act = [[0.0] * layout.vp for _ in range(p)]
     for j, st in enumerate(layout.stages):
         chunk_act[j % p][j // p] += sum(costs[n].act_bytes for n in st)
-    buf = rank_buffer_bytes(boundary_crossings(problem.profile.edges, layout.stages), costs, p)
-    extra = transient_bytes(costs, layout) + problem.cluster.calibration.memory_overhead_bytes
-    return [{"params_grads_optimizer": static[r],
-             "activations": int(math.ceil(peak_activation_bytes(layout, r, chunk_act[r]))),
-             "pipeline_buffers": buf[r], "workspace": extra} for r in range(p)]
+    acts, buf = rank_pipeline_bytes(layout, costs, problem.profile.edges, chunk_act)
+    extra = rank_transient_bytes(costs, layout, problem.profile.edges)
+    overhead = problem.cluster.calibration.memory_overhead_bytes
+    return [{"params_grads_optimizer": static[r], "activations": int(math.ceil(acts[r])),
+             "pipeline_buffers": int(math.ceil(buf[r])), "workspace": extra[r] + overhead} for r in range(p)]
 
 
 def problem_for_plan(plan: Plan, *, model: str | None = None, cluster: str | None = None,

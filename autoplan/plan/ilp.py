@@ -13,10 +13,12 @@ cross boundary b | b+1. Then::
     chunk_j        C >= c(j) + p2p(j)                                             (vp > 1 only)
     dp_sync_r      D >= sum_{j in r} dp(j)
     optimizer_r    O >= sum_{j in r} opt(j)
-    memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * act(chunk r + i*pp)
-                   + sum_{b: b mod pp = r} out(b) + sum_{b: (b+1) mod pp = r} out(b) + workspace <= M
+    memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * (act + held)(chunk r + i*pp)
+                   + sum_{b: b mod pp = r} buf(b) + sum_{b: (b+1) mod pp = r} buf(b) + workspace <= M
                    for every in-flight vector n_k of rank r (cost.inflight_vectors: the moments that
-                   can be its peak; one vector (1), (m) or (min(m, pp-r)) without interleaving)
+                   can be its peak; one vector (1), (m) or (min(m, pp-r)) without interleaving);
+                   held(j) = held_out(j) for j < S-1 (what chunk j sends), the model outputs' for
+                   j = S-1 (S > 1), plan/memory.py
 
 which is exactly ``cost.evaluate``'s step time and memory for the placement, so the optimum is the
 best placement under the cost model (tests check it against brute force). Two formulations supply
@@ -92,7 +94,7 @@ import pulp
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import inflight_microbatches, inflight_vectors
+from autoplan.plan.schedules import inflight_floor, inflight_microbatches, inflight_vectors
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TIME_ATTRS, TiedChain
@@ -202,7 +204,10 @@ class PlacementILP:
         self.O = self.var("O_optimizer_s", 0)
         self.Z = self.var("Z_peak_memory_GiB", 0)
         self.C = self.var("C_slowest_chunk_s", 0) if self.v > 1 else None
-        self.extra = transient_bytes(self.cost, layout)
+        outputs = [n for n in self.order if graph.out_degree(n) == 0]
+        self.extra = transient_bytes(self.cost, layout, without=outputs)
+        self.extra_last = transient_bytes(self.cost, layout) - self.extra
+        """workspace of every rank, and what the last rank adds (its logits' gradient)"""
         self.tau: dict[int, pulp.LpAffineExpression] = {}
         self.add_structure()
         self.add_bottleneck()
@@ -282,14 +287,25 @@ class PlacementILP:
     def memory_fixed(self, r: int):
         """Rank r's memory apart from activations: state, boundary buffers, workspace."""
         return (self.rank_sum(r, "static_bytes") + self.rank_send(r, "buffer_bytes") + self.rank_recv(r, "buffer_bytes")
-                + self.extra)
+                + self.extra + (self.extra_last if r == self.p - 1 else 0.0))
+
+    def chunk_inflight(self, j: int):
+        """act(j) + held(j): what chunk j keeps per in-flight micro-batch, its activations and the
+        outputs it holds until their backward (:func:`autoplan.plan.memory.chunk_held_bytes`: the
+        tensors it sends across boundary j; the last chunk of a pipeline the model's outputs)."""
+        held = 0.0
+        if j < self.S - 1:
+            held = self.boundary_sum(j, "held_out_bytes")
+        elif self.S > 1:
+            held = sum(self.cost[n].held_out_bytes for n in self.order if self.g.out_degree(n) == 0)
+        return self.chunk_sum(j, "act_bytes") + held
 
     def memory_exprs(self, r: int) -> list:
         """Rank r's memory at each moment that can be its peak: one expression per in-flight vector
         (n_i micro-batches of local chunk i, :func:`autoplan.plan.schedules.inflight_vectors`)."""
         lay = self.layout
         vecs = inflight_vectors(lay.schedule if self.p > 1 else "1f1b", self.p, self.v, self.m, r)
-        return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_sum(r + i * self.p, "act_bytes")
+        return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_inflight(r + i * self.p)
                                                   for i, n in enumerate(vec) if n)
                 for vec in vecs]
 
@@ -651,7 +667,8 @@ class TiedChainILP(PlacementILP):
         so its bounds stay valid), and with interleaving each in-flight vector on the chunks'
         own counts as well (what ``cost.evaluate`` checks)."""
         k = inflight_microbatches(self.layout, r)
-        rows = [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes")]
+        held = self.rank_send(r, "held_out_bytes") + (self.last.held_out_bytes if r == self.p - 1 and self.S > 1 else 0.0)
+        rows = [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes") + self.chain.held_inflight[r] * held]
         return rows + (super().memory_exprs(r) if self.v > 1 else [])
 
     def set_objective(self) -> None:
@@ -722,15 +739,19 @@ def tied_chain(order: list[str], cost: dict[str, LayerCost], layout: Layout, mem
     else:
         modes = (layout.recompute,)
         block = {layout.recompute: cost[mid]}
+    outputs = [order[-1]]        # the chain's output: its largest-output workspace is the last rank's
     if len(modes) > 1:     # the recompute workspaces are the ILP's choice (u, u_sel), not the layout's
-        workspace = transient_bytes(cost, layout.with_(recompute="none", recompute_layers={}))
+        workspace = transient_bytes(cost, layout.with_(recompute="none", recompute_layers={}), without=outputs)
         full_ws = max(c.full_act_bytes for c in cost.values()) if "full" in modes else 0.0
     else:
-        workspace, full_ws = transient_bytes(cost, layout), 0.0
+        workspace, full_ws = transient_bytes(cost, layout, without=outputs), 0.0
+    last_ws = transient_bytes(cost, layout) - transient_bytes(cost, layout, without=outputs)
     return TiedChain(p=layout.pp, v=layout.vp, m=layout.num_microbatches, N=len(order) - 2, modes=modes,
                      block=block, first=cost[order[0]], last=cost[order[-1]],
                      inflight=tuple(inflight_microbatches(layout, r) for r in range(layout.pp)),
-                     memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws)
+                     held_inflight=tuple(inflight_floor(layout, r) for r in range(layout.pp)),
+                     memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws,
+                     last_workspace_bytes=last_ws)
 
 
 def solve_placement(graph: nx.DiGraph, layout: Layout, memory_bytes: float, *, objective: str = "time",

@@ -118,8 +118,27 @@ def inflight_microbatches(layout: Layout, rank: int) -> float:
     return max(sum(v) for v in vecs) / layout.vp
 
 
-def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
-    """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
+def inflight_floor(layout: Layout, rank: int) -> int:
+    """Micro-batches every local chunk of ``rank`` holds at once at some moment: the largest
+    smallest entry of :func:`inflight_vectors`, so ``inflight_floor * sum_i x_i`` never exceeds the
+    peak of ``sum_i n_i * x_i`` whatever the chunks' ``x_i`` (the count of 1F1B and GPipe; a lower
+    bound with interleaving, which tied.py's relaxation uses for the held outputs)."""
     vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
                             layout.num_microbatches, rank)
-    return max(sum(n * a for n, a in zip(v, chunk_act_bytes)) for v in vecs)
+    return max(min(v) for v in vecs)
+
+
+def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
+    """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
+    return peak_inflight_bytes(layout, rank, chunk_act_bytes, [0.0] * len(chunk_act_bytes))[0]
+
+
+def peak_inflight_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float],
+                        chunk_held_bytes: list[float]) -> tuple[float, float]:
+    """``(activations, held outputs)`` of ``rank`` at the moment the two together peak, its local
+    chunks holding ``chunk_act_bytes`` and ``chunk_held_bytes`` per in-flight micro-batch."""
+    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                            layout.num_microbatches, rank)
+    parts = [(sum(n * a for n, a in zip(v, chunk_act_bytes)), sum(n * h for n, h in zip(v, chunk_held_bytes)))
+             for v in vecs]
+    return max(parts, key=sum)

@@ -208,9 +208,10 @@ def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> flo
     act = sum(x.act_bytes * n for x, n in kinds)
     k = min(inflight_microbatches(layout, r) for r in range(layout.pp))
     per_layer = max(x.static_bytes + k * x.act_bytes for x, _ in kinds)
-    # the workspace depends on the largest layers only: one of each kind gives the same figure
-    return max((static + k * act) / layout.pp, per_layer) + transient_bytes({str(i): x for i, (x, _) in enumerate(kinds)},
-                                                                           layout)
+    # the workspace depends on the largest layers only: one of each kind gives the same figure;
+    # without the largest output's gradient, which only the last rank needs to hold the logits'
+    one_each = {str(i): x for i, (x, _) in enumerate(kinds)}
+    return max((static + k * act) / layout.pp, per_layer) + transient_bytes(one_each, layout, without=one_each)
 
 
 def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,

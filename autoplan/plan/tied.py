@@ -5,7 +5,7 @@ mode it holds, n[r,c], and on three global 0/1 choices: chunk 0 holds only the
 first layer (z0), chunk S-1 only the last (z1), some block is fully recomputed (u: every rank then
 holds the full-recompute workspace). With t_c, w_rc = static_c + k_r * act_c, dp_c, opt_c the
 per-block coefficients of mode c on rank r (k_r: in-flight micro-batches), and the rank's fixed
-parts F_r (first/last layers, boundary sends and buffers, workspace)::
+parts F_r (first/last layers, boundary sends, buffers and held outputs, workspace)::
 
     tau_r  = sum_c t_c n[r,c] + Ft_r(z0)          mem_r = sum_c w_rc n[r,c] + Fm_r(z0, u) <= M
     dp_r   = sum_c dp_c n[r,c] + Fd_r             opt_r = sum_c opt_c n[r,c] + Fo_r
@@ -77,11 +77,18 @@ class TiedChain:
     last: LayerCost
     inflight: tuple[float, ...]
     """k_r: micro-batches whose activations rank r holds at its peak"""
+    held_inflight: tuple[float, ...]
+    """h_r: micro-batches every chunk of rank r holds at once (:func:`autoplan.plan.schedules.inflight_floor`;
+    k_r without interleaving), the multiplier of the outputs its chunks keep: a lower bound of
+    their peak, so the relaxation stays one"""
     memory_bytes: float
     workspace_bytes: float
     """placement-independent workspace, without the optional full-recompute one"""
     full_workspace_bytes: float = 0.0
     """added on every rank when some block is fully recomputed (u = 1); 0 when not a choice"""
+    last_workspace_bytes: float = 0.0
+    """what the last rank adds: the gradient of the chain's output (the logits) where it is larger
+    than every other layer's output"""
     _tables: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -120,11 +127,15 @@ class TiedChain:
         return sum(self.fixed(r, a) for a in TIME_ATTRS) + const + coef * z0
 
     def fixed_memory_bytes(self, r: int, z0: int, u: int) -> float:
-        """Fm_r: first/last layers' state and activations, boundary buffers, workspace."""
+        """Fm_r: first/last layers' state and activations, boundary buffers, the outputs the rank's
+        chunks keep per in-flight micro-batch (what they send; the last chunk its logits), workspace."""
         s_const, s_coef = self.boundary_parts(r, "buffer_bytes", recv=False)
         r_const, r_coef = self.boundary_parts(r, "buffer_bytes", recv=True)
-        return (self.fixed(r, "static_bytes") + self.inflight[r] * self.fixed(r, "act_bytes")
-                + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u)
+        h_const, h_coef = self.boundary_parts(r, "held_out_bytes", recv=False)
+        held = h_const + h_coef * z0 + (self.last.held_out_bytes if r == self.p - 1 and self.S > 1 else 0.0)
+        return (self.fixed(r, "static_bytes") + self.inflight[r] * self.fixed(r, "act_bytes") + self.held_inflight[r] * held
+                + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u
+                + (self.last_workspace_bytes if r == self.p - 1 else 0.0))
 
     def count_range(self, r: int, z0: int, z1: int) -> tuple[int, int]:
         """Smallest and largest block count rank r may hold (nonempty chunks; alone_0/1)."""
@@ -142,7 +153,7 @@ class TiedChain:
         def key(r: int):
             if r in (0, self.p - 1) or r == 1 % self.p:
                 return None
-            return (self.inflight[r], len(self.boundaries(r, False)), len(self.boundaries(r, True)))
+            return (self.inflight[r], self.held_inflight[r], len(self.boundaries(r, False)), len(self.boundaries(r, True)))
         runs: list[list[int]] = []
         for r in range(self.p):
             k = key(r)
