@@ -153,9 +153,14 @@ def test_timeline_follows_the_shared_device_relief():
 
 @pytest.mark.parametrize("name", PLAN_CASES)
 def test_simulated_schedule_agrees_with_the_cost_model(name):
-    """The schedule run on the per-chunk costs takes the cost model's pipeline term, within 1.5%."""
-    tl = plan_figures(_plans()[name]).timeline
-    assert abs(tl.schedule_difference_s) <= 0.015 * tl.model_pipeline_s, \
+    """The schedule run on the per-chunk costs takes the cost model's pipeline term, within 1.5%; within 10%
+    for interleaved chunks of uneven sizes, the documented limit of the interleaved term (README, Known limits:
+    the slowest chunk paces fill and drain, short by up to 10% for chunks several blocks apart)."""
+    plan = _plans()[name]
+    tl = plan_figures(plan).timeline
+    sizes = [len(st) for st in plan.layout.stages]
+    uneven = plan.layout.schedule == "interleaved" and max(sizes) - min(sizes) > 1
+    assert abs(tl.schedule_difference_s) <= (0.10 if uneven else 0.015) * tl.model_pipeline_s, \
         f"simulated {tl.pipeline_s:.4f} s against the cost model's {tl.model_pipeline_s:.4f} s"
 
 
