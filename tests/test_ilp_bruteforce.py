@@ -32,8 +32,10 @@ def brute_force(profile, cluster, train, max_vp: int):
     L, world = len(names), cluster.world_size
     heads = profile.shape["heads"]
     best = math.inf
-    for dp, tp, cp in itertools.product(range(1, world + 1), repeat=3):
-        if world % (dp * tp * cp) or profile.seq_len % (2 * cp):
+    from autoplan.plan.search import SearchOptions, cp_degrees_searched
+    cps = cp_degrees_searched(SearchOptions(), profile.seq_len)
+    for dp, tp, cp in itertools.product(range(1, world + 1), range(1, world + 1), cps):
+        if world % (dp * tp * cp) or (cp > 1 and profile.seq_len % (2 * cp)):
             continue
         pp = world // (dp * tp * cp)
         if heads % tp or pp > L or train.global_batch % dp:

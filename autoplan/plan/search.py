@@ -58,9 +58,11 @@ class SearchOptions:
     """skip variants that the cost model never prefers: GPipe where 1F1B runs (same time, more
     memory), ZeRO-1 (the executor runs it as ZeRO-2: same traffic, and the model counts no less memory).
     Fields the user pins in ``fixed`` are always honoured."""
-    cp_degrees: tuple[int, ...] = (1, 2, 4, 8, 16)
+    cp_degrees: tuple[int, ...] | None = None
     """context-parallel degrees to try (where the framework has context parallel and the sequence
-    splits into 2*cp chunks); a degree fixed in ``fixed`` is always tried"""
+    splits into 2*cp chunks); a degree fixed in ``fixed`` is always tried.  None (default): 1, 2, 4,
+    8 and 16 for sequences of at least :data:`CP_SEARCH_MIN_SEQ_LEN` tokens, else only 1 (each cp
+    degree multiplies the outer space, and below 8K tokens published recipes do not use it)"""
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved"""
     ilp_time_limit_s: float = 10.0
@@ -95,6 +97,18 @@ def allowed_tp(profile: ModelProfile) -> set[int] | None:
             if sh["kv_heads"] % t == 0 and sh["ffn_hidden"] % t == 0}
 
 
+CP_SEARCH_MIN_SEQ_LEN = 8192
+"""the shortest sequence for which ``solve`` searches context parallel by default (NeMo's and Llama 3's
+recipes turn it on from 8K tokens; below, it is tried only when ``--layout`` fixes it)"""
+
+
+def cp_degrees_searched(opts: SearchOptions, seq_len: int) -> tuple[int, ...]:
+    """The cp degrees the search tries (:attr:`SearchOptions.cp_degrees`)."""
+    if opts.cp_degrees is not None:
+        return opts.cp_degrees
+    return (1, 2, 4, 8, 16) if seq_len >= CP_SEARCH_MIN_SEQ_LEN else (1,)
+
+
 def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig,
                   opts: SearchOptions) -> Iterator[Layout]:
     """Every outer layout (no stages) the options allow, valid for the world, batch and model."""
@@ -102,6 +116,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
     f = opts.fixed
     n_layers = len(profile.layers)
     fw = framework_named(train.framework)
+    cps = cp_degrees_searched(opts, profile.seq_len)
     any_shardable = any(k.tp_shardable for k in profile.kinds.values())
     tps = allowed_tp(profile)
     for tp in divisors(world):
@@ -110,7 +125,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
         if opts.tp_within_node and tp > cluster.devices_per_node and "tp" not in f:
             continue
         for pp, cp in ((pp, cp) for pp in divisors(world // tp) for cp in divisors(world // (tp * pp))):
-            if pp > n_layers or cp not in opts.cp_degrees and "cp" not in f \
+            if pp > n_layers or cp not in cps and "cp" not in f \
                     or (cp > 1 and (not fw.context_parallel or context_parallel_violation(cp, profile.seq_len))):
                 continue
             dp = world // (tp * pp * cp)
