@@ -61,7 +61,7 @@ class SearchOptions:
     cp_degrees: tuple[int, ...] | None = None
     """context-parallel degrees to try (where the framework has context parallel and the sequence
     splits into 2*cp chunks); a degree fixed in ``fixed`` is always tried.  None (default): 1, 2, 4,
-    8 and 16 for sequences of at least :data:`CP_SEARCH_MIN_SEQ_LEN` tokens, else only 1 (each cp
+    8, 16 and 32 for sequences of at least :data:`CP_SEARCH_MIN_SEQ_LEN` tokens, else only 1 (each cp
     degree multiplies the outer space, and below 8K tokens published recipes do not use it)"""
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved"""
@@ -106,7 +106,7 @@ def cp_degrees_searched(opts: SearchOptions, seq_len: int) -> tuple[int, ...]:
     """The cp degrees the search tries (:attr:`SearchOptions.cp_degrees`)."""
     if opts.cp_degrees is not None:
         return opts.cp_degrees
-    return (1, 2, 4, 8, 16) if seq_len >= CP_SEARCH_MIN_SEQ_LEN else (1,)
+    return (1, 2, 4, 8, 16, 32) if seq_len >= CP_SEARCH_MIN_SEQ_LEN else (1,)
 
 
 def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig,
