@@ -286,14 +286,14 @@ def solve(
                                               "mathematics; the plan says how."),
 ) -> None:
     """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
-    from autoplan.plan.api import make_problem, solve_problem
+    from autoplan.plan.api import fixed_micro_batch, make_problem, solve_problem
     from autoplan.plan.plan import parse_layout_constraints
     from autoplan.plan.presets import preset_constraints
     from autoplan.plan.search import SearchOptions
     fixed_text = parse_layout_constraints(layout)
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=_parse_bytes(memory_per_device), framework=framework,
-                      micro_batch_sizes=(fixed_text["mbs"],) if "mbs" in fixed_text else ())
+                      micro_batch_sizes=fixed_micro_batch(fixed_text))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **fixed_text}
     from autoplan.errors import InputError
     lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())

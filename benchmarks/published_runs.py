@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from autoplan.errors import AutoplanError  # noqa: E402
 from autoplan.jsonio import write_json_atomic  # noqa: E402
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: E402
-from autoplan.plan.api import estimate, make_problem  # noqa: E402
+from autoplan.plan.api import estimate, fixed_micro_batch, make_problem  # noqa: E402
 from autoplan.plan.plan import Layout, Prediction  # noqa: E402
 from autoplan.plan.search import SearchOptions, search  # noqa: E402
 from autoplan.profile.assumptions import KERNELS  # noqa: E402
@@ -430,7 +430,7 @@ def cost_run(run: PublishedRun, free: bool) -> Result:
                              per_layer_recompute=any(k.startswith("recompute_") for k in res.run.layout))
         try:
             pb = make_problem(kw["model"], kw["cluster"], kw["global_batch"], precision=kw["precision"],
-                              framework=kw["framework"], micro_batch_sizes=(res.run.layout["mbs"],))
+                              framework=kw["framework"], micro_batch_sizes=fixed_micro_batch(res.run.layout))
             best = search(pb.profile, pb.cluster, pb.train, opts).best[0]
             res.free_s, res.free_layout = best.predicted.step_time_s, best.layout.short()
         except AutoplanError as e:

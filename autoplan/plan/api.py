@@ -164,6 +164,11 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
                    source.spec, cluster, memory_per_device_bytes)
 
 
+def fixed_micro_batch(given: dict) -> tuple[int, ...]:
+    """The micro-batch size a ``--layout`` fixes, for an analytic profile to time exactly (``make_problem``)."""
+    return (given["mbs"],) if given.get("mbs") else ()
+
+
 def _chip(cluster: ClusterProfile) -> str:
     """The accelerator family of a cluster's devices (``H100``...), or its device type."""
     from autoplan.profile.hardware import accelerator_of
@@ -203,7 +208,7 @@ def solve(model: str, cluster: str, global_batch: int, *, layout: str | dict | N
     fixed = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout or {})
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=memory_per_device_bytes, framework=framework,
-                      micro_batch_sizes=(fixed["mbs"],) if "mbs" in fixed else ())
+                      micro_batch_sizes=fixed_micro_batch(fixed))
     opts = options or SearchOptions()
     opts.fixed = {**opts.fixed, **fixed}
     return solve_problem(pb, opts)
@@ -237,7 +242,7 @@ def estimate(model: str, cluster: str, global_batch: int, layout: str | dict, *,
     given = parse_layout_constraints(layout) if isinstance(layout, str) else dict(layout)
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=memory_per_device_bytes, framework=framework,
-                      micro_batch_sizes=(given["mbs"],) if given.get("mbs") else ())
+                      micro_batch_sizes=fixed_micro_batch(given))
     return estimate_problem(pb, given_layout(pb, given))
 
 

@@ -22,7 +22,7 @@ Releases (``megatron@2021`` ...) name the software of published runs, so that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import STACKS, SoftwareStack
@@ -89,9 +89,6 @@ _ALL = [
               context_parallel=True, fp8=True,
               source="torchtitan (2024-25): DDP or FSDP2 (reshard_after_forward False = zero 2, True = zero 3), "
                      "torch.distributed.pipelining schedules, torch context_parallel, torchao float8"),
-    Framework("torchtitan", "2024-async-tp", STACKS["torchtitan-async-tp"], zero_levels=(0, 2, 3),
-              schedules=("gpipe", "1f1b", "interleaved"), pipeline_zero_levels=(0, 2, 3),
-              context_parallel=True, fp8=True, source="torchtitan with async tensor parallel"),
     Framework("deepspeed", "megatron-deepspeed", STACKS["deepspeed-megatron"], zero_levels=(0, 1, 2, 3),
               schedules=("1f1b",), pipeline_zero_levels=(0, 1), context_parallel=False, fp8=False,
               source="DeepSpeed with Megatron-DeepSpeed's model: ZeRO 1-3; its pipeline engine runs one 1F1B "
@@ -102,6 +99,8 @@ _ALL = [
               pipeline_parallel=False,
               source="MosaicML Composer / llm-foundry: torch FSDP (SHARD_GRAD_OP = zero 2, FULL_SHARD = zero 3)"),
 ]
+_ALL.append(replace(next(f for f in _ALL if f.name == "torchtitan"), release="2024-async-tp",
+                    stack=STACKS["torchtitan-async-tp"], source="torchtitan with async tensor parallel"))
 FRAMEWORKS: dict[str, Framework] = {f"{f.name}@{f.release}": f for f in _ALL}
 DEFAULT_RELEASE = {"autoplan": "0.1", "megatron": "2025", "torchtitan": "2024", "deepspeed": "megatron-deepspeed",
                    "composer": "2023"}

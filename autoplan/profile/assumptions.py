@@ -202,11 +202,6 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "all-reduces after the backward (torch DDP, used for the runs without PP, overlaps: set "
                "dp_overlap per run)"),
     SoftwareStack(
-        "megatron-lm-2021-torch-ddp", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
-        pp_scatter_gather=True, dp_overlap=True, tp_overlap=False, pp_overlap=False,
-        source="Megatron-LM 2021 as above with --DDP-impl torch (examples/sc21/run_table_1.sh uses it for the "
-               "rows without pipeline parallelism): torch DDP's bucketed all-reduce overlaps the backward"),
-    SoftwareStack(
         "megatron-lm-2022", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
         pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
         source="Megatron-LM as in Korthikanti et al. 2022 (sequence parallel and selective recompute): "
@@ -244,12 +239,16 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "attention, no dropout, eager; under TP the embedding is row-wise and the output column-wise "
                "parallel with loss_parallel (vocabulary-parallel); context parallel through torch's "
                "context_parallel with its default allgather rotation"),
-    SoftwareStack(
-        "torchtitan-async-tp", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=True,
-        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=False,
-        source="torchtitan as above with --experimental.enable_async_tensor_parallel (torch async TP: the TP "
-               "collectives decomposed and overlapped with the GEMMs, needs torch.compile)"),
 ]}
+# releases that differ from a stack above in one setting
+STACKS["megatron-lm-2021-torch-ddp"] = STACKS["megatron-lm-2021"].with_(
+    name="megatron-lm-2021-torch-ddp", dp_overlap=True,
+    source="Megatron-LM 2021 as above with --DDP-impl torch (examples/sc21/run_table_1.sh uses it for the "
+           "rows without pipeline parallelism): torch DDP's bucketed all-reduce overlaps the backward")
+STACKS["torchtitan-async-tp"] = STACKS["torchtitan"].with_(
+    name="torchtitan-async-tp", tp_overlap=True,
+    source="torchtitan as above with --experimental.enable_async_tensor_parallel (torch async TP: the TP "
+           "collectives decomposed and overlapped with the GEMMs, needs torch.compile)")
 """Software stacks by name; ``STACKS["autoplan"]`` is what autoplan's executor does."""
 
 DEFAULT_STACK = "autoplan"
