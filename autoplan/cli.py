@@ -49,8 +49,9 @@ MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
-PRECISION_HELP = ("training precision bf16|fp16|fp32|fp8 (bf16/fp16: mixed, fp32 master weights; fp8: bf16 mixed with "
-                  "fp8 GEMMs in the linear layers, H100/H200 only; default: bf16 on CUDA, fp32 on CPU)")
+PRECISION_HELP = ("training precision bf16|fp16|fp32|fp8|fp8-rowwise (bf16/fp16: mixed, fp32 master weights; fp8: bf16 mixed with "
+                  "fp8 GEMMs in the linear layers, one scale per tensor, H100/H200 only; fp8-rowwise: one scale per row, "
+                  "torchao's rowwise recipe; default: bf16 on CUDA, fp32 on CPU)")
 FRAMEWORK_HELP = ("the software that will run the plan, whose costs and rules are used: autoplan (this project's "
                   "executor, which `autoplan run` and `validate` run), megatron, torchtitan, deepspeed, composer; "
                   "NAME@RELEASE for an older release (megatron@2021, megatron@2022, megatron@2024); frameworks other "
@@ -269,7 +270,7 @@ def solve(
     out: Optional[Path] = typer.Option(None, "--out", help="write the plan JSON here"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
     precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
-    optimizer: str = typer.Option("adamw", help="adamw|sgd (sets optimizer-state memory)"),
+    optimizer: str = typer.Option("adamw", help="adamw|sgd, or adamw-bf16 (16-bit Adam state; --framework megatron@2024) (sets optimizer-state memory)"),
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="runner-up layouts to keep"),
@@ -328,7 +329,7 @@ def estimate(
     seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
     as_json: bool = typer.Option(False, "--json", help="print {layout, predicted, fits} as JSON"),
     precision: Optional[str] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
-    optimizer: str = typer.Option("adamw", help="adamw|sgd"),
+    optimizer: str = typer.Option("adamw", help="adamw|sgd, or adamw-bf16 (16-bit Adam state; --framework megatron@2024)"),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
 ) -> None:

@@ -117,6 +117,8 @@ class Layout:
     pp_schedule: str = ""
     """'' without pp; 1f1b | interleaved-1f1b"""
     notes: str = ""
+    optimizer: str = "adamw"
+    """adamw (fp32 state) | adamw-bf16 (16-bit Adam state: NeMo 1's distributed_fused_adam with dtype bf16)"""
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,9 @@ class Recipe:
 
     @property
     def precision(self) -> str:
-        return "fp8" if self.layout.fp8 else "bf16"
+        if not self.layout.fp8:
+            return "bf16"
+        return "fp8-rowwise" if self.layout.fp8_recipe == "rowwise" else "fp8"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -191,12 +195,12 @@ def nemo_llama2_flops_per_sequence(shape: Shape) -> float:
 
 def _layout(tp: int, pp: int, cp: int, vp: int, dp: int, mbs: int, gbs: int, *, recompute: str = "none",
             recompute_layers: int | None = None, zero: int = 1, fp8: str = "", cp_comm: str = "",
-            pp_schedule: str = "", notes: str = "") -> Layout:
+            pp_schedule: str = "", notes: str = "", optimizer: str = "adamw") -> Layout:
     """A layout as read (dp as published, or GPUs / (tp * pp * cp) worked out by hand where the source gives
     only the GPU count); fp8: '' for bf16, else the scaling recipe."""
     return Layout(tp, pp, cp, vp, dp, mbs, gbs, recompute, recompute_layers, tp > 1,
                   zero, bool(fp8), fp8, cp_comm or ("p2p" if cp > 1 else ""),
-                  pp_schedule or (("interleaved-1f1b" if vp > 1 else "1f1b") if pp > 1 else ""), notes)
+                  pp_schedule or (("interleaved-1f1b" if vp > 1 else "1f1b") if pp > 1 else ""), notes, optimizer)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -240,8 +244,10 @@ def _recipes_dgxc24() -> list[Recipe]:
         if name == "gpt3-175b":
             assumed.append("vocabulary 51200 as in the README's FLOP note (GPT-2 BPE 50257, padded by NeMo); "
                            "tied embeddings (NeMo megatron_gpt default; the yaml does not set it)")
+        optimizer = "adamw"
         if name == "nemotron4-340b":
             assumed.append("heads 96, query groups 8, FFN 73728, squared-relu, untied: from the yaml")
+            optimizer = "adamw-bf16"        # the yaml's optim: dtype: bf16, grad_sync_dtype: bf16
         if fp8:
             assumed.append("fp8 scaling 'delayed': the yamls' fp8_hybrid (E4M3 forward, E5M2 backward), "
                            "amax history 1024, max (the tables only say FP8)")
@@ -250,7 +256,9 @@ def _recipes_dgxc24() -> list[Recipe]:
             f"dgxc24-{name}-{prec}-{gpus}", "[DGXC24]", f"{table}, {gpus}x H100 column", shape, "h100", gpus,
             _layout(tp, pp, cp, vp, dp, mbs, gbs, recompute=rec, fp8=fp8,
                     notes=notes or "distributed_fused_adam (distributed optimizer); overlap_grad_sync, "
-                                   "overlap_param_sync"),
+                                   "overlap_param_sync" + ("; optimizer state bf16 (optim.dtype)"
+                                                           if optimizer != "adamw" else ""),
+                    optimizer=optimizer),
             "megatron", "NeMo 24.09 container (NeMo Launcher, Megatron-Core)",
             f"Training step time (seconds per step) {step}", step, "s/step", step, "published step time",
             "; ".join(assumed)))

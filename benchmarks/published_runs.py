@@ -92,6 +92,8 @@ class PublishedRun:
     derivation: str
     assumed: str = ""
     """fields the source does not state, and what was taken"""
+    optimizer: str = "adamw"
+    """``--optimizer`` (adamw-bf16 where the recipe keeps 16-bit Adam state)"""
 
     @property
     def hardware(self) -> str:
@@ -285,7 +287,8 @@ def _recipe_run(r: "published_recipes.Recipe") -> PublishedRun:
                                     "two matrices", "embeddings tied in the source: the head is counted apart"
                                     if sh.tied_embeddings else "") if x)
     return PublishedRun(r.name, f"{r.source} {r.row}", shape, f"{system}:{r.num_gpus // 8}", layout,
-                        lay.global_batch, r.precision, framework, r.step_time_s, r.derivation, assumed=assumed)
+                        lay.global_batch, r.precision, framework, r.step_time_s, r.derivation, assumed=assumed,
+                        optimizer=lay.optimizer)
 
 
 def _runs_recipes() -> list[PublishedRun]:
@@ -328,14 +331,16 @@ def layout_text(layout: dict) -> str:
 def estimate_kwargs(run: PublishedRun) -> dict:
     """The arguments of :func:`autoplan.plan.api.estimate` (= ``autoplan estimate``) for the run."""
     return dict(model=str(shape_file(run.model)), cluster=run.cluster, global_batch=run.global_batch,
-                layout=layout_text(run.layout), precision=run.precision, framework=run.framework)
+                layout=layout_text(run.layout), precision=run.precision, framework=run.framework,
+                optimizer=run.optimizer)
 
 
 def estimate_argv(run: PublishedRun) -> list[str]:
     """The command line that costs the run: ``autoplan estimate ... --json``."""
     kw = estimate_kwargs(run)
     return ["estimate", "--model", kw["model"], "--cluster", kw["cluster"], "--global-batch", str(kw["global_batch"]),
-            "--layout", kw["layout"], "--precision", kw["precision"], "--framework", kw["framework"], "--json"]
+            "--layout", kw["layout"], "--precision", kw["precision"], "--framework", kw["framework"],
+            "--optimizer", kw["optimizer"], "--json"]
 
 
 def estimate_run(run: PublishedRun) -> tuple[Layout, Prediction]:

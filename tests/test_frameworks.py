@@ -117,3 +117,39 @@ def test_plan_records_framework_and_run_refuses_it(tmp_path):
 def test_estimate_refuses_a_layout_the_framework_cannot_run():
     with pytest.raises(LayoutError, match="zero=3 with pipeline"):
         estimate("gpt3-1.3b", "dgx-a100-80gb:2", 64, "tp=2,pp=2,zero=3", framework="deepspeed")
+
+
+def test_adamw_bf16_state_is_six_bytes_and_megatron_2024_only():
+    """NeMo 1's distributed_fused_adam with 16-bit state (Nemotron-4 340B's recipe): 2 + 2 + 6/dp bytes per
+    parameter instead of 2 + 2 + 12/dp; other frameworks (autoplan's executor included) refuse it."""
+    kw = dict(model="llama3-8b", cluster="dgx-h100-80gb:1", global_batch=8, layout="tp=1,dp=8,zero=1",
+              precision="bf16", framework="megatron@2024")
+    _, fp32_state = estimate(**kw)
+    _, bf16_state = estimate(**kw, optimizer="adamw-bf16")
+    params = 8.03e9
+    saved = fp32_state.memory_breakdown_bytes["params_grads_optimizer"] \
+        - bf16_state.memory_breakdown_bytes["params_grads_optimizer"]
+    assert saved == pytest.approx(params * 6 / 8, rel=0.05)
+    for spec in ("megatron", "autoplan", "torchtitan"):
+        with pytest.raises(InputError, match="no optimizer adamw-bf16"):
+            estimate(**{**kw, "framework": spec}, optimizer="adamw-bf16")
+    out = subprocess.run(CLI + ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100-80gb:1", "--global-batch",
+                                "8", "--layout", "dp=8", "--optimizer", "adamw-bf16"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("error:") and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_fp8_rowwise_rules_and_costs():
+    """--precision fp8-rowwise (torchao's rowwise recipe): torchtitan and autoplan's executor have it, Megatron
+    does not; under TP torchtitan's rowwise GEMMs run at the bf16 rate (torchtitan issue 1207), without TP at
+    the fp8 rate, the casts paid either way."""
+    assert "no rowwise-scaled fp8" in framework_violation(framework("megatron"), {}, "fp8-rowwise", chip="H100")
+    assert framework_violation(framework("torchtitan"), {"tp": 8}, "fp8-rowwise", chip="H100") is None
+    kw = dict(model="llama3-8b", cluster="dgx-h100-80gb:1", global_batch=8, framework="torchtitan")
+    compute = {}
+    for tp in (1, 2):
+        for prec in ("bf16", "fp8", "fp8-rowwise"):
+            _, p = estimate(**kw, layout=f"tp={tp},zero=3", precision=prec)
+            compute[tp, prec] = p.breakdown_s["compute"]
+    assert compute[1, "fp8-rowwise"] == pytest.approx(compute[1, "fp8"])
+    assert compute[2, "fp8"] < compute[2, "bf16"] < compute[2, "fp8-rowwise"]
+    assert compute[2, "fp8-rowwise"] < 1.15 * compute[2, "bf16"]

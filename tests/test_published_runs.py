@@ -30,9 +30,9 @@ def test_runs_cover_the_range_the_issue_asks_for(pr):
     assert len({r.name for r in runs}) == len(runs)
     for r in runs:
         assert r.source.startswith("[") and r.derivation and r.step_time_s > 0, r.name
-        assert r.model.name and r.precision in ("bf16", "fp16", "fp8")
+        assert r.model.name and r.precision in ("bf16", "fp16", "fp8", "fp8-rowwise")
     assert any("llama" in r.model.name for r in runs) and any(r.layout.get("vp", 1) > 1 for r in runs)
-    new = [r for r in runs if r.precision == "fp8" or r.layout.get("cp", 1) > 1]
+    new = [r for r in runs if r.precision.startswith("fp8") or r.layout.get("cp", 1) > 1]
     assert len(new) >= 20 and len({r.source_key for r in new}) >= 4
 
 

@@ -75,7 +75,8 @@ from autoplan.plan.plan import Layout, Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16,
+              "fp8-rowwise": torch.bfloat16}
 """precision -> the 16-bit dtype layers compute in (fp8: bf16 outside the fp8 GEMMs, execute/fp8.py)"""
 """training precision -> the 16-bit compute dtype of mixed precision (``None``: plain fp32)"""
 
@@ -371,7 +372,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                            else None)
     low = PRECISIONS[precision]
     device = device if device is not None else default_device()
-    if precision == "fp8":
+    if precision.startswith("fp8"):
         check_fp8(device, layout.tp)
     loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
 
@@ -394,8 +395,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     for chunk in chunks:
         if weights is None:
             chunk.to(device)
-        if precision == "fp8":
-            convert_to_fp8(chunk)
+        if precision.startswith("fp8"):
+            convert_to_fp8(chunk, rowwise=precision == "fp8-rowwise")
         if mesh.cp_enabled:
             shard = apply_cp(chunk, mesh.get("cp"), use_torch_ring=torch_ring_available(device.type))
         if mesh.tp_enabled:

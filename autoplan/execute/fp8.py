@@ -49,11 +49,13 @@ def check_fp8(device: torch.device, tp: int) -> None:
         raise LayoutError(why)
 
 
-def convert_to_fp8(module: nn.Module) -> nn.Module:
-    """Swap ``module``'s linear layers for torchao ``Float8Linear`` (dynamic tensorwise scaling), in
-    place; linear layers whose sizes are not multiples of 16 (fp8 GEMM alignment) stay in bf16."""
-    from torchao.float8 import convert_to_float8_training
+def convert_to_fp8(module: nn.Module, rowwise: bool = False) -> nn.Module:
+    """Swap ``module``'s linear layers for torchao ``Float8Linear`` (dynamic tensorwise scaling, or
+    torchao's "rowwise" recipe), in place; linear layers whose sizes are not multiples of 16 (fp8 GEMM
+    alignment) stay in bf16."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    config = Float8LinearConfig.from_recipe_name("rowwise") if rowwise else None
 
     def aligned(mod: nn.Module, fqn: str) -> bool:
         return isinstance(mod, nn.Linear) and mod.in_features % 16 == 0 and mod.out_features % 16 == 0
-    return convert_to_float8_training(module, module_filter_fn=aligned)
+    return convert_to_float8_training(module, module_filter_fn=aligned, config=config)

@@ -186,6 +186,12 @@ def megatron_launch_env(layout: Layout, megatron_fsdp: bool = False) -> str:
 def framework_warning(plan: Plan, runs_as: str, framework: str, warnings: list[str]) -> None:
     """A plan costed for another stack than the one the export runs on (``runs_as``, in the names of
     solve's ``--framework``): say so, since its step time and memory are the other stack's."""
+    if plan.training.precision.startswith("fp8"):
+        warnings.append(f"the plan trains in {plan.training.precision}: exported in bfloat16, {framework}'s fp8 "
+                        f"switch is not set by this export (step time and memory were costed with fp8 GEMMs)")
+    if plan.training.optimizer == "adamw-bf16":
+        warnings.append(f"optimizer adamw-bf16 (16-bit Adam state) is exported as {framework}'s AdamW with fp32 "
+                        f"state: 6 bytes more optimizer state per parameter (before sharding) than planned")
     costed_for = getattr(plan.training, "framework", "autoplan") or "autoplan"
     if costed_for.partition("@")[0] != runs_as:
         warnings.append(f"the plan was costed for --framework {costed_for}, not {runs_as}: its predicted step time "

@@ -41,7 +41,7 @@ from autoplan.plan.plan import Plan
 FRAMEWORK = "DeepSpeed"
 DEEPSPEED_CHECKED = "0.19.8"
 """the DeepSpeed release whose config classes the tests load this export into"""
-OPTIMIZER_TYPES = {"adamw": "AdamW", "sgd": "SGD"}
+OPTIMIZER_TYPES = {"adamw": "AdamW", "adamw-bf16": "AdamW", "sgd": "SGD"}
 
 
 def zero_stage(plan: Plan) -> int:
@@ -81,7 +81,7 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
         "optimizer": {"type": OPTIMIZER_TYPES[tr.optimizer]},
         "gradient_clipping": 1.0,
     }
-    if tr.precision == "bf16":
+    if tr.precision == "bf16" or tr.precision.startswith("fp8"):
         cfg["bf16"] = {"enabled": True}
     elif tr.precision == "fp16":
         cfg["fp16"] = {"enabled": True}

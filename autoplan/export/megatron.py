@@ -202,12 +202,12 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
                 warnings.append(f"ZeRO-2: {FRAMEWORK}'s distributed optimizer shards optimizer state but keeps the "
                                 f"whole gradient buffer on every device, where the plan counted sharded gradients "
                                 f"(more memory per device than predicted)")
-    if tr.precision == "bf16":
+    if tr.precision == "bf16" or tr.precision.startswith("fp8"):
         args["bf16"] = True
     elif tr.precision == "fp16":
         args["fp16"] = True
     # Megatron-LM's "adam" is AdamW (decoupled weight decay); clip the global gradient norm at 1.0
-    args["optimizer"] = "adam" if tr.optimizer == "adamw" else "sgd"
+    args["optimizer"] = "sgd" if tr.optimizer == "sgd" else "adam"
     args["clip_grad"] = 1.0
     return args, warnings
 

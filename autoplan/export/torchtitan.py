@@ -174,7 +174,7 @@ def export_torchtitan(plan: Plan, source: str = "") -> Export:
     sections, warnings = torchtitan_config(plan)
     module, config = registered_model(plan)
     lay = plan.layout
-    if config == "llama3_405b" and plan.training.precision != "fp8":
+    if config == "llama3_405b" and not plan.training.precision.startswith("fp8"):
         warnings.append(f"{FRAMEWORK}'s llama3_405b config trains the linear layers in float8 (and compiles), where "
                         f"the plan was costed in {plan.training.precision}: faster and less memory than predicted")
     parts = launch_parts(plan, sections)

@@ -149,10 +149,9 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     if fw.name != "autoplan" and cl.source != "catalogue":
         raise InputError(f"--framework {fw.spec} is costed on catalogue clusters (dgx-a100-80gb:N, dgx-h100-80gb:N, "
                          f"...): a measured cluster runs autoplan's executor; use --framework autoplan")
-    if precision == "fp8":
-        why = framework_violation(fw, {}, "fp8", chip=_chip(cl))
-        if why:
-            raise InputError(why)
+    why = framework_violation(fw, {}, precision or "bf16", chip=_chip(cl), optimizer=optimizer)
+    if why:
+        raise InputError(why)
     analytic = cl.source == "catalogue" and source.form != "profile_file"
     mbs_list = tuple(sorted(set(ANALYTIC_MBS) | {b for b in micro_batch_sizes if b >= 1}))
     prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress,

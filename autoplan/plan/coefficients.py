@@ -21,7 +21,7 @@ from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_rank
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import BYTES_PER_ELEMENT, TrainingConfig
 from autoplan.profile.assumptions import STACKS, SoftwareStack
-from autoplan.profile.formats import ClusterProfile, ModelProfile
+from autoplan.profile.formats import ClusterProfile, ModelProfile, is_fp8
 
 
 @dataclass(frozen=True)
@@ -422,7 +422,7 @@ def _activation_parts(profile: ModelProfile, stack: SoftwareStack | None) -> tup
     from autoplan.models.shapes import ModelShape
     from autoplan.profile.analytic import block_activation_parts
     return block_activation_parts(ModelShape.from_dict(profile.shape), profile.seq_len, stack,
-                                  fp8=profile.precision == "fp8")
+                                  fp8=is_fp8(profile.precision))
 
 
 def costs_for_layout(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import STACKS, SoftwareStack
+from autoplan.profile.formats import is_fp8
 
 FP8_CHIPS = ("H100", "H200")
 """chips with fp8 tensor cores among the catalogue's (H100/H200 datasheets: 1,979 dense fp8 TFLOP/s)"""
@@ -50,10 +51,14 @@ class Framework:
     """fp8 GEMMs on chips that have them (Transformer Engine, torchao float8)"""
     fp8_with_tp: bool = True
     """fp8 combined with tensor parallel"""
+    fp8_rowwise: bool = False
+    """fp8 with one scale per row (``--precision fp8-rowwise``: torchao's rowwise recipe)"""
     tensor_parallel: bool = True
     pipeline_parallel: bool = True
     interleaved_needs_pp_multiple: bool = False
     """the interleaved schedule needs the micro-batch count to be a multiple of pp"""
+    optimizers: tuple[str, ...] = ("adamw", "sgd")
+    """optimizers it runs (``plan.OPTIMIZERS``)"""
     source: str = ""
 
     @property
@@ -61,16 +66,17 @@ class Framework:
         return self.name if self.release == DEFAULT_RELEASE[self.name] else f"{self.name}@{self.release}"
 
 
-def _megatron(release: str, stack: str, zero: tuple[int, ...], cp: bool, fp8: bool, source: str) -> Framework:
+def _megatron(release: str, stack: str, zero: tuple[int, ...], cp: bool, fp8: bool, source: str,
+              optimizers: tuple[str, ...] = ("adamw", "sgd")) -> Framework:
     return Framework("megatron", release, STACKS[stack], zero_levels=zero, schedules=("1f1b", "interleaved"),
                      pipeline_zero_levels=(0, 1), context_parallel=cp, fp8=fp8,
-                     interleaved_needs_pp_multiple=True, source=source)
+                     interleaved_needs_pp_multiple=True, optimizers=optimizers, source=source)
 
 
 _ALL = [
     Framework("autoplan", "0.1", STACKS["autoplan"], zero_levels=(0, 1, 2, 3),
               schedules=("gpipe", "1f1b", "interleaved"), pipeline_zero_levels=(0, 1, 2, 3),
-              context_parallel=True, fp8=True, fp8_with_tp=False,
+              context_parallel=True, fp8=True, fp8_with_tp=False, fp8_rowwise=True,
               source="autoplan's executor (execute/): DDP or FSDP2, DTensor TP, torch.distributed.pipelining, "
                      "context parallel by an all-gather of keys and values, fp8 through torchao on CUDA"),
     _megatron("2025", "megatron-core-2025", (0, 1, 2, 3), True, True,
@@ -78,7 +84,9 @@ _ALL = [
               "FSDP (zero 3, not with pipelines), 1F1B and interleaved 1F1B, context parallel, Transformer "
               "Engine fp8"),
     _megatron("2024", "megatron-core-2024", (0, 1), True, True,
-              "Megatron-Core r0.8 (2024): distributed optimizer, 1F1B / interleaved, context parallel, TE fp8"),
+              "Megatron-Core r0.8 (2024) as NeMo 1 runs it: distributed optimizer (or Apex's distributed_fused_adam, "
+              "whose state may be 16-bit: --optimizer adamw-bf16), 1F1B / interleaved, context parallel, TE fp8",
+              optimizers=("adamw", "adamw-bf16", "sgd")),
     _megatron("2022", "megatron-lm-2022", (0, 1), False, False,
               "Megatron-LM 2022 (sequence parallel, selective recompute; no context parallel, no fp8)"),
     _megatron("2021", "megatron-lm-2021", (0,), False, False, "Megatron-LM 2021 (SC'21), --DDP-impl local"),
@@ -86,7 +94,7 @@ _ALL = [
               "Megatron-LM 2021 (SC'21), --DDP-impl torch"),
     Framework("torchtitan", "2024", STACKS["torchtitan"], zero_levels=(0, 2, 3),
               schedules=("gpipe", "1f1b", "interleaved"), pipeline_zero_levels=(0, 2, 3),
-              context_parallel=True, fp8=True,
+              context_parallel=True, fp8=True, fp8_rowwise=True,
               source="torchtitan (2024-25): DDP or FSDP2 (reshard_after_forward False = zero 2, True = zero 3), "
                      "torch.distributed.pipelining schedules, torch context_parallel, torchao float8"),
     Framework("deepspeed", "megatron-deepspeed", STACKS["deepspeed-megatron"], zero_levels=(0, 1, 2, 3),
@@ -125,17 +133,24 @@ def framework_family(spec: str) -> str:
     return (spec or DEFAULT_FRAMEWORK).partition("@")[0]
 
 
-def framework_violation(fw: Framework, layout, precision: str = "bf16", chip: str = "") -> str | None:
+def framework_violation(fw: Framework, layout, precision: str = "bf16", chip: str = "",
+                        optimizer: str = "adamw") -> str | None:
     """Why ``fw`` cannot run ``layout`` (a :class:`~autoplan.plan.plan.Layout` or a dict of its
-    fields), or None.  ``chip``: the accelerator family (fp8 needs one of :data:`FP8_CHIPS`)."""
+    fields) with ``precision`` and ``optimizer``, or None.  ``chip``: the accelerator family (fp8
+    needs one of :data:`FP8_CHIPS`)."""
     get = layout.get if isinstance(layout, dict) else (lambda k, d=None: getattr(layout, k, d))
     tp, pp, cp, zero = get("tp", 1), get("pp", 1), get("cp", 1), get("zero", 0)
     name = fw.spec
-    if precision == "fp8" and not fw.fp8:
+    if optimizer not in fw.optimizers:
+        return f"--framework {name} has no optimizer {optimizer} (it has {', '.join(fw.optimizers)})"
+    fp8 = is_fp8(precision)
+    if fp8 and not fw.fp8:
         return f"--framework {name} does not train in fp8"
-    if precision == "fp8" and chip and chip not in FP8_CHIPS:
+    if precision == "fp8-rowwise" and not fw.fp8_rowwise:
+        return f"--framework {name} has no rowwise-scaled fp8 (--precision fp8 scales per tensor)"
+    if fp8 and chip and chip not in FP8_CHIPS:
         return f"fp8 needs a GPU with fp8 tensor cores ({', '.join(FP8_CHIPS)}); this cluster's is {chip}"
-    if precision == "fp8" and tp > 1 and not fw.fp8_with_tp:
+    if fp8 and tp > 1 and not fw.fp8_with_tp:
         return f"--framework {name} trains fp8 without tensor parallel (tp={tp}): use tp=1 or another framework"
     if tp > 1 and not fw.tensor_parallel:
         return f"--framework {name} has no tensor parallel (tp={tp})"

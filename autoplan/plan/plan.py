@@ -20,7 +20,10 @@ GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
 COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
-OPTIMIZERS = ("adamw", "sgd")
+OPTIMIZERS = ("adamw", "adamw-bf16", "sgd")
+"""adamw: fp32 master weights and moments; adamw-bf16: AdamW whose moments and master-weight remainder
+are 16-bit (NeMo 1's distributed_fused_adam with ``dtype: bf16``: 6 bytes of state per parameter
+instead of 12; run by megatron@2024 only); sgd: no state"""
 MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
 
@@ -472,6 +475,9 @@ class Plan:
     def check_runnable_here(self) -> None:
         """InputError unless autoplan's executor is the framework the plan was made for: a plan made for
         another framework was costed with that framework's kernels, overlaps and memory rules."""
+        from autoplan.plan.frameworks import framework
+        if self.training.optimizer not in framework("autoplan").optimizers:
+            raise InputError(f"this plan's optimizer {self.training.optimizer} is not one autoplan's executor runs")
         if self.training.framework.partition("@")[0] != "autoplan":
             raise InputError(f"this plan was made for --framework {self.training.framework}: autoplan runs plans made "
                              f"for its own executor (solve again with --framework autoplan, or export it: "

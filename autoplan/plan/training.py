@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import SoftwareStack
+from autoplan.profile.formats import is_fp8
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
 """bytes of an activation element: fp8 training keeps 16-bit activations (only GEMM operands are fp8)"""
 FP8_WEIGHT_COPY_BYTES = 2
 """fp8 training's extra bytes per parameter of a layer while it runs: the fp8 copy of its weights and
@@ -27,7 +28,7 @@ class TrainingConfig:
     """fp32, or bf16/fp16 mixed precision (16-bit compute; see :meth:`state_bytes_per_param`), or fp8:
     bf16 mixed precision whose linear layers' GEMMs run in fp8 (attention, norms, loss in 16 bits)"""
     optimizer: str = "adamw"
-    """adamw (two fp32 moments) or sgd (no state)"""
+    """adamw (two fp32 moments), adamw-bf16 (16-bit moments and master remainder) or sgd (no state)"""
     stack: SoftwareStack | None = None
     """the training software whose overlap and kernels an analytic profile assumes
     (``profile/assumptions.py``); None: the analytic profile's own stack (its environment), and for
@@ -43,8 +44,9 @@ class TrainingConfig:
             raise InputError(f"global batch must be an integer from 1 to {MAX_DEGREE}, got {self.global_batch}")
         if self.precision not in BYTES_PER_ELEMENT:
             raise InputError(f"precision must be one of {'|'.join(BYTES_PER_ELEMENT)}, got {self.precision!r}")
-        if self.optimizer not in ("adamw", "sgd"):
-            raise InputError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
+        from autoplan.plan.plan import OPTIMIZERS
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"optimizer must be one of {'|'.join(OPTIMIZERS)}, got {self.optimizer!r}")
 
     @property
     def mixed(self) -> bool:
@@ -61,14 +63,17 @@ class TrainingConfig:
         are :meth:`compute_weight_bytes_per_param` on top (4 + 4 + 8 + 2 = the 18 bytes per
         parameter of mixed-precision Adam with fp32 gradients, DESIGN.md).
         Other stacks (16-bit weights and gradients, Megatron style): fp32 as above; mixed
-        2 + 2 + (12: fp32 master + two moments | 4: fp32 master), the "16 bytes per parameter" rule."""
+        2 + 2 + (12: fp32 master + two moments | 4: fp32 master), the "16 bytes per parameter" rule;
+        ``adamw-bf16`` (Apex's DistributedFusedAdam with 16-bit state, ``store_param_remainders``: the
+        16-bit weight plus a 16-bit remainder is the fp32 master): 2 + 2 + 6."""
+        adam = self.optimizer.startswith("adamw")
         if self.precision == "fp32" or executor:
-            return 4, 4, (8 if self.optimizer == "adamw" else 0)
-        return 2, 2, (12 if self.optimizer == "adamw" else 4)
+            return 4, 4, (8 if adam else 0)
+        return 2, 2, ((6 if self.optimizer == "adamw-bf16" else 12) if adam else 4)
 
     def fp8_weight_bytes_per_param(self) -> int:
         """Extra bytes per parameter that fp8 training holds (:data:`FP8_WEIGHT_COPY_BYTES`), else 0."""
-        return FP8_WEIGHT_COPY_BYTES if self.precision == "fp8" else 0
+        return FP8_WEIGHT_COPY_BYTES if is_fp8(self.precision) else 0
 
     def compute_weight_bytes_per_param(self) -> int:
         """Bytes per parameter of the weights the layers compute with: the 16-bit copies of mixed

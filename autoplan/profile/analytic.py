@@ -55,9 +55,10 @@ from autoplan.errors import InputError
 from autoplan.models.shapes import ModelShape, forward_flops_per_sample
 from autoplan.models.transformer import tp_degrees_allowed
 from autoplan.profile.assumptions import DEFAULT_STACK, KERNELS, KernelAssumptions, SoftwareStack, stack as stack_named
-from autoplan.profile.formats import ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming, ModelProfile
+from autoplan.profile.formats import (ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming, ModelProfile,
+                                      is_fp8)
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
 """activations and weights in fp8 training are 16-bit; only the block's GEMM operands are fp8"""
 TOKEN_ID_BYTES = 8          # int64 token ids
 LOSS_SOFTMAX_BYTES = 4      # cross-entropy computes log-softmax in fp32
@@ -66,11 +67,11 @@ ADAMW_BYTES_PER_PARAM = {
     # mixed precision: read fp32 master, fp32 grad, m, v (16); write master, m, v (12), 16-bit weight (2)
     "bf16": 30, "fp16": 30,
     # fp8: as bf16, plus casting each updated weight to fp8 and its transpose (read 2, write 2)
-    "fp8": 34,
+    "fp8": 34, "fp8-rowwise": 34,
     # fp32: read weight, grad, m, v (16); write weight, m, v (12)
     "fp32": 28,
 }
-SGD_BYTES_PER_PARAM = {"bf16": 14, "fp16": 14, "fp32": 12, "fp8": 18}   # read weight and grad, write weight (+16-bit copy)
+SGD_BYTES_PER_PARAM = {"bf16": 14, "fp16": 14, "fp32": 12, "fp8": 18, "fp8-rowwise": 18}   # read weight and grad, write weight (+16-bit copy)
 
 FALLBACK_FLOPS_PER_BYTE = 153.0
 """machine balance used when a cluster profile gives no memory bandwidth: the A100's
@@ -321,7 +322,11 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
     dev = DeviceModel.of(cluster, precision, compute_flops_per_s, kernels)
     if dev.peak_flops_per_s <= 0:
         raise InputError(f"analytic profile: compute rate must be positive, got {dev.peak_flops_per_s}")
-    fp8 = dev.fp8(kernels) if precision == "fp8" else None
+    fp8 = dev.fp8(kernels) if is_fp8(precision) else None
+    # torchao's rowwise fp8 under tensor parallel ran no faster than bf16 through mid-2025 (torchtitan
+    # issue 1207: Llama 3 8B, TP 2, 5189 tokens/s rowwise against 5378 in bf16): there the GEMMs run at
+    # the 16-bit rate (the 16-bit device model in place of the fp8 one), the casts are still paid
+    rowwise_tp_at_16bit = precision == "fp8-rowwise" and stk.fp8_rowwise_tp_at_16bit_rate
     mem_bw = dev.memory_bandwidth_bytes_per_s
     allowed = set(tp_degrees_allowed(shape))
     tps = sorted({1} | {t for t in tp_list if t in allowed})
@@ -343,7 +348,8 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
                 elif kind == "head":
                     fwd, bwd = head_time(shape, s, b, tp, dev, elem, kernels)
                 else:
-                    bt = block_time(shape, s, b, tp, dev, stk, elem, kernels, fp8=fp8)
+                    bt = block_time(shape, s, b, tp, dev, stk, elem, kernels,
+                                    fp8=dev if tp > 1 and rowwise_tp_at_16bit else fp8)
                     fwd, bwd = bt.forward_s, bt.backward_s
                     extra = dict(selective_recompute_s=bt.selective_recompute_s,
                                  sequence_parallel_saving_s=bt.sequence_parallel_saving_s)

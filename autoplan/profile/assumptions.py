@@ -176,6 +176,10 @@ class SoftwareStack:
     (all-gather K,V before attention, reduce-scatter their gradients after it; not overlapped:
     torch's allgather rotation, torchtitan's default, and autoplan's executor)"""
 
+    fp8_rowwise_tp_at_16bit_rate: bool = False
+    """rowwise-scaled fp8 GEMMs under tensor parallel run at the 16-bit rate (torchao through mid-2025:
+    torchtitan issue 1207, "float8 rowwise vanilla TP low throughput")"""
+
     def __post_init__(self) -> None:
         if self.cp_exchange not in ("ring", "all_gather"):
             raise InputError(f"software stack {self.name!r}: cp_exchange must be ring or all_gather")
@@ -238,7 +242,8 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
         source="torchtitan (docs/performance.md, 2024; models/llama/parallelize_llama.py): FSDP2, SDPA flash "
                "attention, no dropout, eager; under TP the embedding is row-wise and the output column-wise "
                "parallel with loss_parallel (vocabulary-parallel); context parallel through torch's "
-               "context_parallel with its default allgather rotation"),
+               "context_parallel with its default allgather rotation; torchao float8 (rowwise under TP at "
+               "the bf16 rate, torchtitan issue 1207)", fp8_rowwise_tp_at_16bit_rate=True),
 ]}
 # releases that differ from a stack above in one setting
 STACKS["megatron-lm-2021-torch-ddp"] = STACKS["megatron-lm-2021"].with_(
