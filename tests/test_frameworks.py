@@ -153,3 +153,22 @@ def test_fp8_rowwise_rules_and_costs():
     assert compute[1, "fp8-rowwise"] == pytest.approx(compute[1, "fp8"])
     assert compute[2, "fp8"] < compute[2, "bf16"] < compute[2, "fp8-rowwise"]
     assert compute[2, "fp8-rowwise"] < 1.15 * compute[2, "bf16"]
+
+
+def test_solve_costs_a_layout_with_block_recompute_as_given(tmp_path):
+    """Megatron's --recompute-method block (``recompute_first``) in ``solve --layout``: nothing to search,
+    the layout is costed as ``estimate`` costs it; one that does not fit is refused in one line."""
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100-80gb:1", "--global-batch", "16", "--precision", "bf16",
+            "--framework", "megatron", "--seq-len", "2048"]
+    layout = "tp=1,pp=1,dp=8,mbs=1,zero=1,recompute_first=4"
+    _, pred = estimate("llama3-8b", "dgx-h100-80gb:1", 16, layout, precision="bf16", framework="megatron",
+                       seq_len=2048)
+    out = subprocess.run(CLI + ["solve", *args, "--layout", layout, "--out", str(tmp_path / "p.json")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    plan = Plan.load(tmp_path / "p.json")
+    assert plan.solver.status == "given" and plan.predicted.step_time_s == pytest.approx(pred.step_time_s)
+    big = subprocess.run(CLI + ["solve", *args, "--layout", layout.replace("mbs=1", "mbs=16"),
+                                "--out", str(tmp_path / "q.json")], capture_output=True, text=True)
+    assert big.returncode == 2 and big.stderr.startswith("error:") and len(big.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "q.json").exists()

@@ -6,23 +6,25 @@ is costed exactly as ``estimate`` costs it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from autoplan.errors import InputError, LayoutError
+from autoplan.errors import InfeasibleError, InputError, LayoutError
 from autoplan.jsonio import read_json
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
-from autoplan.plan.plan import (Layout, Plan, Prediction, TrainingSpec, complete_layout,  # noqa: F401
+from autoplan.plan.plan import (Layout, Plan, Prediction, SolverInfo, TrainingSpec, complete_layout,  # noqa: F401
                                  context_parallel_violation,
                                  parse_layout_constraints, stages_from_block_counts)
 from autoplan.plan.frameworks import DEFAULT_FRAMEWORK, framework_violation
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search
 from autoplan.profile.assumptions import SoftwareStack
+from autoplan.profile.hardware import GIB
 from autoplan.profile.formats import PRECISIONS, ClusterProfile, ModelProfile
 
 ANALYTIC_MBS = (1, 2, 4, 8)
@@ -186,9 +188,33 @@ def _training_spec(pb: Problem, world: int) -> TrainingSpec:
                         memory_per_device_bytes=pb.memory_per_device_bytes or 0)
 
 
+GIVEN_PLACEMENT_KEYS = ("recompute_every", "recompute_first", "stage_blocks")
+"""``--layout`` fields that place or recompute given blocks: with one of them ``solve`` searches
+nothing, it costs the layout as given (completed as ``estimate`` completes it)"""
+
+
+def _given_plan(pb: Problem, fixed: dict) -> Plan:
+    """A layout with per-block recompute or stage sizes (Megatron's ``--recompute-method block``, a
+    published uneven partition): costed as given, as ``estimate`` does; InfeasibleError if it does
+    not fit."""
+    t0 = time.perf_counter()
+    layout, pred = estimate_problem(pb, given_layout(pb, fixed))
+    if not pred.fits:
+        raise InfeasibleError(f"the given layout {layout.short()} needs {pred.peak_memory_bytes / GIB:.1f} GiB per "
+                              f"device, more than the {pb.cluster.device.memory_bytes / GIB:.1f} GiB there",
+                              min_memory_bytes=pred.peak_memory_bytes, smallest_layout=layout)
+    solver = SolverInfo(status="given", objective=pred.step_time_s, bound=pred.step_time_s,
+                        wall_s=time.perf_counter() - t0, layouts_considered=1)
+    plan = Plan(layout=layout, predicted=pred, solver=solver, training=_training_spec(pb, layout.world_size))
+    plan.explanation = explain(plan)
+    return plan
+
+
 def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: bool = True,
                   progress: Callable[[int, int], None] | None = None) -> Plan:
     opts = opts or SearchOptions()
+    if any(k in opts.fixed for k in GIVEN_PLACEMENT_KEYS):
+        return _given_plan(pb, opts.fixed)
     res = search(pb.profile, pb.cluster, pb.train, opts, progress=progress)
     chosen = res.best[0]
     alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)

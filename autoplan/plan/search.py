@@ -316,8 +316,8 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     fixed = opts.fixed
     for k in ("recompute_every", "recompute_first", "stage_blocks"):
         if k in fixed:
-            raise InputError(f"--layout {k} places or recomputes given blocks: it is for estimate; solve chooses "
-                             f"them (see --per-layer-recompute)")
+            raise InputError(f"--layout {k} places or recomputes given blocks: the search chooses them (see "
+                             f"--per-layer-recompute); solve and estimate cost such a layout as given")
     why = context_parallel_violation(fixed.get("cp", 1), profile.seq_len)
     if why:
         raise LayoutError(why)
