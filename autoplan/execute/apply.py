@@ -65,13 +65,14 @@ from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
 from autoplan.execute.fp8 import check_fp8, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
-from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
+from autoplan.execute.pp import build_schedule, split_model, stage_ids
 from autoplan.models.recompute import apply_recompute, canonical_name
 from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
 from autoplan.models.attention import SequenceShard
 from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
+from autoplan.plan.schedules import check_schedule
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -341,7 +342,7 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
     layout.check_against(None, list(unit_names), heads=heads, kv_heads=kv_heads)
     if ffn_hidden is not None and ffn_hidden % layout.tp:
         raise LayoutError(f"tp={layout.tp} does not divide the MLP width {ffn_hidden}")
-    check_schedule(layout.schedule, pp=layout.pp, vp=layout.vp, n_microbatches=layout.num_microbatches)
+    check_schedule(layout.schedule, pp=layout.pp, vp=layout.vp, num_microbatches=layout.num_microbatches)
 
 
 def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torch.device | None = None,

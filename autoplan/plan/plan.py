@@ -12,10 +12,10 @@ from typing import Any
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
                              write_json_atomic)
+from autoplan.plan.schedules import SCHEDULES, chunks_rule_violation, schedule_rule_violation
 
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
 GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
@@ -23,41 +23,6 @@ COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", 
 OPTIMIZERS = ("adamw", "sgd")
 MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
-
-
-def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> str | None:
-    """The pipeline-schedule rule a layout breaks, in words, or None.
-
-    These are the rules of torch.distributed.pipelining (torch 2.13, ``schedules.py``) that the
-    executor runs, plus one of the planner's own; ``search`` emits only layouts that pass them, and
-    ``estimate`` / ``solve --layout`` refuse the others naming the rule:
-
-    - ``Schedule1F1B``: ``n_microbatches >= num_stages`` (pp);
-    - ``ScheduleInterleaved1F1B``: with ``rounds = max(1, n_microbatches // pp)``,
-      ``n_microbatches % rounds == 0`` (torch relaxes Megatron's ``n_microbatches % pp == 0``);
-      any number of local stages ``vp`` (layers per chunk need not be equal);
-    - ``ScheduleGPipe``: any number of micro-batches;
-    - planner: interleaving needs ``num_microbatches >= pp`` (with fewer micro-batches than ranks the
-      pipeline never fills, so virtual stages cannot shorten the bubble and the cost model's
-      interleaved bubble, (pp - 1) chunk times, would not hold), and ``vp > 1`` needs ``pp > 1``."""
-    m = num_microbatches
-    if vp > 1 and pp == 1:
-        return f"vp={vp} needs pp > 1 (virtual stages interleave the chunks of several pipeline ranks)"
-    if vp > 1 and schedule != "interleaved":
-        return f"vp={vp} needs schedule=interleaved (got {schedule})"
-    if pp == 1:
-        return None
-    if schedule == "1f1b" and m < pp:
-        return f"schedule 1f1b needs num_microbatches >= pp={pp}, got {m} (torch Schedule1F1B)"
-    if schedule == "interleaved":
-        if m < pp:
-            return (f"interleaved 1F1B needs num_microbatches >= pp={pp}, got {m} (with fewer micro-batches "
-                    f"than pipeline ranks interleaving cannot shorten the bubble)")
-        rounds = max(1, m // pp)
-        if m % rounds:
-            return (f"interleaved 1F1B needs num_microbatches a multiple of max(1, num_microbatches // pp) = "
-                    f"{rounds} (pp={pp}), got {m} (torch ScheduleInterleaved1F1B)")
-    return None
 
 
 def data_parallel_rule_violation(*, dp: int, zero: int) -> str | None:
@@ -124,8 +89,9 @@ class Layout:
                 raise LayoutError("layout: local SGD averages parameters, not gradients: no gradient compression with it")
         if self.sp and self.tp == 1:
             raise LayoutError("layout: sequence parallel (sp=1) needs tp > 1")
-        if self.vp > 1 and self.schedule != "interleaved":
-            raise LayoutError(f"layout: vp={self.vp} needs schedule=interleaved (got {self.schedule})")
+        why = chunks_rule_violation(self.schedule, vp=self.vp)
+        if why:
+            raise LayoutError(f"layout: {why}")
         if self.stages and len(self.stages) != self.pp * self.vp:
             raise LayoutError(f"layout: {len(self.stages)} stages listed but pp*vp = {self.pp * self.vp}")
 

@@ -20,14 +20,13 @@ from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutEr
 from autoplan.plan.coefficients import LayerCost, layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import inflight_microbatches
+from autoplan.plan.schedules import SCHEDULES, inflight_microbatches, schedule_rule_violation
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
-from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
-                                 context_parallel_violation, schedule_rule_violation)
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -40,7 +39,7 @@ class SearchOptions:
     """layout fields pinned by the user (``--layout``), e.g. {"tp": 2, "pp": 2}"""
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
-    schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
+    schedules: tuple[str, ...] = SCHEDULES
     max_vp: int = 4
     """largest number of virtual stages per pipeline rank for the interleaved schedule"""
     tp_within_node: bool = True
@@ -171,7 +170,7 @@ def _lossy_variants(lay: dict, opts: SearchOptions) -> list[dict]:
 
 def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[tuple[str, int]]:
     """(schedule, vp) pairs that torch.distributed.pipelining can run for pp ranks and m micro-batches
-    (:func:`autoplan.plan.plan.schedule_rule_violation`). Interleaving is tried for vp = 2..max_vp,
+    (:func:`autoplan.plan.schedules.schedule_rule_violation`). Interleaving is tried for vp = 2..max_vp,
     or for the user's fixed vp whatever its size (e.g. a published vp=6 recipe)."""
     if pp == 1:
         yield "1f1b", 1
