@@ -497,7 +497,7 @@ def show(
     out = out or plan.with_suffix(".png")
     check_out_path(out)
     fig = plan_figures(Plan.load(plan), model=model, cluster=cluster,
-                       memory_per_device_bytes=_parse_bytes(memory_per_device))
+                       memory_per_device_bytes=_parse_bytes(memory_per_device), plan_path=plan)
     for n in fig.notes:
         typer.echo(f"note: {n}", err=True)
     draw_plan(fig, out)

@@ -93,7 +93,6 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     say(f"[3/4] solving for global batch {global_batch} ...")
     train = TrainingConfig(global_batch=global_batch, precision="fp32", optimizer="sgd")
     plan = solve_problem(Problem(prof, cl, train, str(workdir / "model.json"), str(workdir / "cluster.json")))
-    plan.training.model_spec = model
     plan.save(workdir / "plan.json")
     for line in plan.explanation:
         say("      " + line)

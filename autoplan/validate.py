@@ -124,9 +124,8 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
     from autoplan.execute import measure
     from autoplan.execute.launch import torchrun_command
-    from autoplan.plan.api import _training_spec
     plan = Plan(layout=layout, predicted=predicted, solver=SolverInfo("n/a", 0.0, 0.0, 0.0),
-                training=_training_spec(pb, layout.world_size))
+                training=pb.training_spec(layout.world_size))
     if plan.training.shape is None:
         raise InputError("validate needs a transformer shape in the model profile to rebuild the model")
     plan_path = workdir / "plan.json"

@@ -95,6 +95,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.memory import transient_bytes
 from autoplan.plan.schedules import inflight_floor, inflight_microbatches, inflight_vectors, pipeline_schedule
+from autoplan.profile.hardware import GIB
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TIME_ATTRS, TiedChain
@@ -106,7 +107,6 @@ except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallbac
 
 # LayerCost fields that enter the ILP (everything but the name)
 _COEFFS = tuple(f.name for f in fields(LayerCost))
-GIB = float(2**30)
 
 
 @dataclass

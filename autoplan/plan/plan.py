@@ -12,6 +12,7 @@ from typing import Any
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
                              write_json_atomic)
+from autoplan.models.shapes import tp_violation
 from autoplan.plan.schedules import SCHEDULES, chunks_rule_violation, schedule_rule_violation
 
 PLAN_VERSION = 1
@@ -30,6 +31,13 @@ def data_parallel_rule_violation(*, dp: int, zero: int) -> str | None:
     if zero > 0 and dp == 1:
         return f"zero={zero} needs dp > 1 (ZeRO shards optimizer state across data-parallel replicas)"
     return None
+
+
+def tp_parts(shape: dict | None) -> dict[str, int | None]:
+    """The dimensions of a model profile's ``shape`` that tensor parallelism splits, as the keyword
+    arguments of :func:`autoplan.models.shapes.tp_violation` and :meth:`Layout.check_against`."""
+    sh = shape or {}
+    return {k: sh.get(k) for k in ("heads", "kv_heads", "ffn_hidden")}
 
 
 @dataclass
@@ -193,7 +201,7 @@ class Layout:
         return replace(self, **kw)
 
     def check_against(self, world_size: int | None, layer_names: list[str] | None, global_batch: int | None = None,
-                      heads: int | None = None, kv_heads: int | None = None) -> None:
+                      heads: int | None = None, kv_heads: int | None = None, ffn_hidden: int | None = None) -> None:
         """Refuse a layout that does not divide the world, the batch or the model."""
         if world_size is not None and self.world_size != world_size:
             raise LayoutError(f"layout {self.world_formula(values=True)} = {self.world_size} "
@@ -205,10 +213,9 @@ class Layout:
                or data_parallel_rule_violation(dp=self.grad_group, zero=self.zero))
         if why:
             raise LayoutError(why)
-        if heads is not None and heads % self.tp:
-            raise LayoutError(f"tp={self.tp} does not divide the {heads} attention heads")
-        if kv_heads is not None and kv_heads % self.tp:
-            raise LayoutError(f"tp={self.tp} does not divide the {kv_heads} key/value heads")
+        why = tp_violation(self.tp, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden)
+        if why:
+            raise LayoutError(why)
         if layer_names is not None:
             if self.pp * self.vp > len(layer_names):
                 raise LayoutError(f"pp*vp = {self.pp * self.vp} stages but the model has only "

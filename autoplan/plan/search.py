@@ -26,7 +26,8 @@ from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
-from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation
+from autoplan.models.shapes import tp_violation
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -92,8 +93,7 @@ def allowed_tp(profile: ModelProfile) -> set[int] | None:
     sh = profile.shape
     if not sh:
         return None
-    return {t for t in divisors(int(sh["heads"]))
-            if sh["kv_heads"] % t == 0 and sh["ffn_hidden"] % t == 0}
+    return {t for t in divisors(int(sh["heads"])) if tp_violation(t, **tp_parts(sh)) is None}
 
 
 CP_SEARCH_MIN_SEQ_LEN = 8192
@@ -453,10 +453,9 @@ def _why_empty(profile, cluster, train, opts) -> str:
     world, batch = cluster.world_size, train.global_batch
     sh = profile.shape or {}
     if "tp" in f:
-        tps = allowed_tp(profile)
-        if tps is not None and f["tp"] not in tps:
-            return (f"tp={f['tp']} does not divide the model's heads ({sh['heads']}), KV heads ({sh['kv_heads']}) "
-                    f"or MLP width ({sh['ffn_hidden']})")
+        why = tp_violation(f["tp"], **tp_parts(sh))
+        if why:
+            return why
         if not any(k.tp_shardable for k in profile.kinds.values()) and f["tp"] > 1:
             return f"tp={f['tp']}: no layer of this model can be split by tensor parallelism"
     for k in ("tp", "pp", "dp"):
@@ -465,8 +464,7 @@ def _why_empty(profile, cluster, train, opts) -> str:
     if f:
         try:
             lay = complete_layout(f, world, batch)
-            lay.check_against(world, profile.layer_names(), batch, heads=sh.get("heads"),
-                              kv_heads=sh.get("kv_heads"))
+            lay.check_against(world, profile.layer_names(), batch, **tp_parts(sh))
         except AutoplanError as e:
             return str(e)
         why = framework_violation(framework_named(train.framework), lay, train.precision)
