@@ -423,10 +423,6 @@ class PlacementILP:
             for var in self.prob.variables():
                 var.cat = cats[var.name]
 
-    def write_lp(self, path: str) -> None:
-        """Dump the model in LP format (every constraint named) for inspection."""
-        self.prob.writeLP(path)
-
 
 class AssignmentILP(PlacementILP):
     """x[l,j] per layer and chunk: any DAG."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal, get_args
 
 
 from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
@@ -25,16 +25,23 @@ from autoplan.plan.training import TrainingConfig
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
-from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
+from autoplan.plan.ilp import TiedChainILP, resolve_solver, solve_placement, tied_chain
 from autoplan.models.shapes import tp_violation
 from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 
+LossyOption = Literal["fp16", "powersgd", "localsgd"]
+LOSSY_OPTIONS: tuple[LossyOption, ...] = get_args(LossyOption)
+MAX_TOP_K = 100
+MAX_TIME_LIMIT_S = 86400.0
+
+
 @dataclass
 class SearchOptions:
-    """Which layouts the search may consider (each narrows the space; ``fixed`` pins fields)."""
+    """Which layouts the search may consider (each narrows the space; ``fixed`` pins fields).
+    Checked when made: the Python API refuses what ``autoplan solve`` refuses (InputError)."""
 
     fixed: dict = field(default_factory=dict)
     """layout fields pinned by the user (``--layout``), e.g. {"tp": 2, "pp": 2}"""
@@ -49,7 +56,7 @@ class SearchOptions:
     """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
     The per-rank relaxation (tied.py) prunes most such layouts and cuts the ILP of the rest."""
-    allow_lossy: tuple[str, ...] = ()
+    allow_lossy: tuple[LossyOption, ...] = ()
     """opt-in options that change the mathematics of training, for plain DDP layouts:
     ``fp16`` / ``powersgd`` gradient compression, ``localsgd`` (parameter averaging every
     ``local_sgd_periods`` steps). Empty: exact training only."""
@@ -70,10 +77,23 @@ class SearchOptions:
     """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
     gap_rel: float = 1e-6
     """relative optimality gap at which the ILP solver may stop"""
-    formulation: str = "auto"
+    formulation: Literal["auto", "tied", "cuts", "assignment"] = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
-    solver: str = "auto"
+    solver: Literal["auto", "highs", "cbc"] = "auto"
     """ILP solver: highs, cbc, or auto (HiGHS when highspy is installed, else CBC)"""
+
+    def __post_init__(self) -> None:
+        self.allow_lossy = tuple(self.allow_lossy)
+        unknown = set(self.allow_lossy) - set(LOSSY_OPTIONS)
+        if unknown:
+            raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
+                             f"(known: {', '.join(LOSSY_OPTIONS)})")
+        if not 0 <= self.top_k <= MAX_TOP_K:
+            raise InputError(f"--top-k must be from 0 to {MAX_TOP_K}, got {self.top_k}")
+        if not 0 < self.ilp_time_limit_s <= MAX_TIME_LIMIT_S:      # also refuses nan
+            raise InputError(f"--time-limit must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, "
+                             f"got {self.ilp_time_limit_s}")
+        resolve_solver(self.solver)    # an unknown or unavailable solver is bad input, before any solving
 
 
 @dataclass
