@@ -142,13 +142,12 @@ def profile_model_cmd(
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              precision=precision, progress=lambda e: update(e.done, e.total, e.what))
     if worlds:
-        from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+        from autoplan.execute.group_profile import GroupProfileConfig, profile_groups_into
         cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup,
                                  precision=precision)
         for world in worlds:
             with _progress(f"in groups of {world} processes") as update:
-                timings, env = profile_in_groups(cfg, world, progress=update)
-            add_group_timings(prof, timings, env)
+                profile_groups_into(prof, cfg, world, progress=update)
     prof.save(out)
     blk = prof.kinds.get("block")
     t = blk.timing(min(mbs_list), 1) if blk else None
@@ -296,17 +295,7 @@ def solve(
                       memory_per_device_bytes=_parse_bytes(memory_per_device), framework=framework,
                       micro_batch_sizes=fixed_micro_batch(fixed_text))
     fixed = {**(preset_constraints(preset, pb.profile, pb.cluster) if preset else {}), **fixed_text}
-    from autoplan.errors import InputError
     lossy = tuple(x.strip() for x in (allow_lossy or "").split(",") if x.strip())
-    unknown = set(lossy) - {"fp16", "powersgd", "localsgd"}
-    if unknown:
-        raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(unknown))} (known: fp16, powersgd, localsgd)")
-    if not 0 <= top_k <= 100:
-        raise InputError(f"--top-k must be from 0 to 100, got {top_k}")
-    if not 0 < time_limit <= 86400:      # also refuses nan
-        raise InputError(f"--time-limit must be > 0 and at most 86400 seconds, got {time_limit}")
-    from autoplan.plan.ilp import resolve_solver
-    resolve_solver(solver)    # an unknown or unavailable solver is bad input, before any solving
     opts = SearchOptions(fixed=fixed, top_k=top_k, ilp_time_limit_s=time_limit, tp_within_node=not tp_across_nodes,
                          per_layer_recompute=per_layer_recompute, allow_lossy=lossy, solver=solver)
     with _progress("solving", enabled=not as_json) as update:
@@ -498,7 +487,7 @@ def show(
     out = out or plan.with_suffix(".png")
     check_out_path(out)
     fig = plan_figures(Plan.load(plan), model=model, cluster=cluster,
-                       memory_per_device_bytes=_parse_bytes(memory_per_device))
+                       memory_per_device_bytes=_parse_bytes(memory_per_device), plan_path=plan)
     for n in fig.notes:
         typer.echo(f"note: {n}", err=True)
     draw_plan(fig, out)

@@ -49,7 +49,7 @@ def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: 
 
 
 def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: int, steps: int, workdir: Path) -> int:
-    from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+    from autoplan.execute.group_profile import GroupProfileConfig, profile_groups_into
     from autoplan.plan.api import Problem, solve_problem
     from autoplan.plan.training import TrainingConfig
     from autoplan.profile.layers import profile_model
@@ -68,8 +68,7 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     say(f"      block fwd {blk.forward_s * 1e3:.2f} ms, bwd {blk.backward_s * 1e3:.2f} ms alone, "
         f"saves {blk.saved_activation_bytes / 2**20:.2f} MiB at mbs 1")
     say(f"      the same inside groups of {nproc} processes working at once (TP via DTensor, ZeRO-3 via FSDP2) ...")
-    timings, env = profile_in_groups(GroupProfileConfig(spec=model, mbs_list=(1, 2, 4)), nproc)
-    add_group_timings(prof, timings, env)
+    profile_groups_into(prof, GroupProfileConfig(spec=model, mbs_list=(1, 2, 4)), nproc)
     prof.save(workdir / "model.json")
     kind = prof.kinds["block"]
     alone = kind.group_timing(1, world=nproc)
@@ -93,7 +92,6 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     say(f"[3/4] solving for global batch {global_batch} ...")
     train = TrainingConfig(global_batch=global_batch, precision="fp32", optimizer="sgd")
     plan = solve_problem(Problem(prof, cl, train, str(workdir / "model.json"), str(workdir / "cluster.json")))
-    plan.training.model_spec = model
     plan.save(workdir / "plan.json")
     for line in plan.explanation:
         say("      " + line)

@@ -23,7 +23,7 @@ from autoplan.plan.api import Problem, solve_problem
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
-from autoplan.plan.search import SearchOptions, lower_bound_s, outer_layouts, place
+from autoplan.plan.search import MAX_TOP_K, SearchOptions, lower_bound_s, outer_layouts, place
 from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
@@ -73,7 +73,7 @@ def candidate_layouts(pb: Problem, *, top_k: int | None, all_layouts: bool) -> l
         out.sort(key=lambda t: t[1].step_time_s)
         return out
     want = max(top_k or 1, 1)
-    plan = solve_problem(pb, SearchOptions(top_k=want + 4))
+    plan = solve_problem(pb, SearchOptions(top_k=min(want + 4, MAX_TOP_K)))
     seen, out = set(), []
     for lay, pred in [(plan.layout, plan.predicted)] + [(a.layout, a.predicted) for a in plan.alternatives]:
         key = _run_key(lay)
@@ -124,9 +124,8 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
     from autoplan.execute import measure
     from autoplan.execute.launch import torchrun_command
-    from autoplan.plan.api import _training_spec
     plan = Plan(layout=layout, predicted=predicted, solver=SolverInfo("n/a", 0.0, 0.0, 0.0),
-                training=_training_spec(pb, layout.world_size))
+                training=pb.training_spec(layout.world_size))
     if plan.training.shape is None:
         raise InputError("validate needs a transformer shape in the model profile to rebuild the model")
     plan_path = workdir / "plan.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autoplan.plan.api import _training_spec, complete_layout, estimate_problem, make_problem, solve_problem
+from autoplan.plan.api import complete_layout, estimate_problem, make_problem, solve_problem
 from autoplan.plan.plan import Plan, SolverInfo, parse_layout_constraints
 
 
@@ -14,7 +14,7 @@ def plan_for(model: str, cluster: str, global_batch: int, layout: str) -> Plan:
     lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
                                                      global_batch))
     return Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),
-                training=_training_spec(pb, lay.world_size))
+                training=pb.training_spec(lay.world_size))
 
 
 @lru_cache(maxsize=None)

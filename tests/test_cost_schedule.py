@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from autoplan.plan.schedules import inflight_microbatches, inflight_vectors, interleaved_order, peak_activation_bytes
+from autoplan.plan.schedules import (inflight_microbatches, inflight_vectors, interleaved_order, peak_activation_bytes,
+                                     schedule_order, schedule_rule_violation)
 from autoplan.plan.plan import Layout
 
 
@@ -41,3 +42,21 @@ def test_inflight_vectors():
     # uneven chunks: two blocks on the first chunk, one on the second (what a planner once chose)
     assert peak_activation_bytes(lay, 1, [2.0, 1.0]) == pytest.approx(8 * 2 + 1)
     assert peak_activation_bytes(lay, 1, [1.0, 2.0]) <= 9 / 2 * 3
+
+
+@pytest.mark.parametrize("schedule,vps", [("gpipe", (1,)), ("1f1b", (1,)), ("interleaved", (2, 3))])
+def test_order_and_inflight_counts_agree(schedule, vps):
+    """The memory model's in-flight micro-batches are those of the order the timeline runs: one
+    definition of a schedule (plan/schedules.py) behind both."""
+    for pp in (2, 3, 4):
+        for vp in vps:
+            for m in (pp, pp + 1, 2 * pp, 8):
+                if schedule_rule_violation(schedule, pp=pp, vp=vp, num_microbatches=m):
+                    continue
+                for rank in range(pp):
+                    held, peak = [0] * vp, [0] * vp
+                    for kind, chunk, _ in schedule_order(schedule, pp=pp, vp=vp, m=m, rank=rank):
+                        held[chunk // pp] += 1 if kind == "F" else -1
+                        peak = [max(a, b) for a, b in zip(peak, held)]
+                    vecs = inflight_vectors(schedule, pp, vp, m, rank)
+                    assert [max(v[i] for v in vecs) for i in range(vp)] == peak, (schedule, pp, vp, m, rank)

@@ -106,8 +106,8 @@ def test_replan_restricts_the_cluster_and_keeps_the_training(tmp_path):
     from planner_instances import random_model_profile
 
     from autoplan.errors import AutoplanError
-    from autoplan.execute.elastic import replan, restrict_cluster
-    from autoplan.plan.api import solve
+    from autoplan.execute.elastic import replan
+    from autoplan.plan.api import restrict_cluster, solve
     from autoplan.plan.plan import Plan
     from autoplan.profile.formats import ClusterProfile
 

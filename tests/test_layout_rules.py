@@ -13,7 +13,8 @@ from torch.distributed.pipelining.schedules import Schedule1F1B, ScheduleInterle
 from autoplan.cli import main
 from autoplan.errors import LayoutError
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem, solve_problem
-from autoplan.plan.plan import Layout, schedule_rule_violation
+from autoplan.plan.plan import Layout
+from autoplan.plan.schedules import schedule_rule_violation
 from autoplan.plan.search import SearchOptions
 
 

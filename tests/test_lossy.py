@@ -93,3 +93,19 @@ def test_planner_uses_lossy_options_only_when_allowed_and_says_so():
             f.bandwidth_bytes_per_s *= 1e6
             f.latency_s = 0.0
     assert not solve_problem(fast, SearchOptions(fixed=dict(fixed), allow_lossy=("fp16",))).layout.lossy
+
+
+def test_search_options_refuse_what_the_cli_refuses():
+    """The Python API checks what ``autoplan solve`` checks (the CLI only turns the error into exit 2):
+    an unknown lossy option is refused, not ignored; top-k, the time limit and the solver too."""
+    from autoplan.errors import InputError
+    with pytest.raises(InputError, match=r"--allow-lossy: unknown option\(s\) gzip \(known: fp16, powersgd, localsgd\)"):
+        SearchOptions(allow_lossy=("fp16", "gzip"))
+    with pytest.raises(InputError, match="--top-k must be from 0 to 100, got 101"):
+        SearchOptions(top_k=101)
+    for bad in (0.0, -1.0, float("nan"), 1e9):
+        with pytest.raises(InputError, match="--time-limit must be > 0 and at most 86400 seconds"):
+            SearchOptions(ilp_time_limit_s=bad)
+    with pytest.raises(InputError, match="unknown ILP solver 'glpk'"):
+        SearchOptions(solver="glpk")
+    assert SearchOptions(allow_lossy=["fp16", "localsgd"]).allow_lossy == ("fp16", "localsgd")

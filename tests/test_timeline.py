@@ -13,7 +13,8 @@ import pytest
 
 from autoplan.plan.figures import MEMORY_PARTS, plan_figures
 from autoplan.plan.plan import Plan
-from autoplan.plan.timeline import (BAR_KINDS, ChunkTimes, check_tiles, schedule_order, simulate_pipeline)
+from autoplan.plan.schedules import schedule_order
+from autoplan.plan.timeline import BAR_KINDS, ChunkTimes, check_tiles, simulate_pipeline
 from export_plans import done_when_plans, plan_for
 
 SCHEDULE_CASES = [("gpipe", 4, 1, 8), ("1f1b", 4, 1, 8), ("1f1b", 4, 1, 4), ("1f1b", 8, 1, 16),

@@ -65,19 +65,19 @@ from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
 from autoplan.execute.fp8 import check_fp8, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
-from autoplan.execute.pp import build_schedule, check_schedule, split_model, stage_ids
+from autoplan.execute.pp import build_schedule, split_model, stage_ids
 from autoplan.models.recompute import apply_recompute, canonical_name
 from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
 from autoplan.models.attention import SequenceShard
 from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
+from autoplan.plan.schedules import check_schedule
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16,
-              "fp8-rowwise": torch.bfloat16}
-"""precision -> the 16-bit dtype layers compute in (fp8: bf16 outside the fp8 GEMMs, execute/fp8.py)"""
+COMPUTE_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16,
+                  "fp8-rowwise": torch.bfloat16}
 """training precision -> the 16-bit compute dtype of mixed precision (``None``: plain fp32)"""
 
 
@@ -324,8 +324,8 @@ def default_device() -> torch.device:
 def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], heads: int | None = None,
                  kv_heads: int | None = None, ffn_hidden: int | None = None, precision: str = "fp32") -> None:
     """Refuse a layout that does not match this launch or model; runs no collective."""
-    if precision not in PRECISIONS:
-        raise LayoutError(f"training precision must be one of {'|'.join(PRECISIONS)}, got {precision!r}")
+    if precision not in COMPUTE_DTYPES:
+        raise LayoutError(f"training precision must be one of {'|'.join(COMPUTE_DTYPES)}, got {precision!r}")
     if layout.world_size != world_size:
         raise LaunchError(f"plan needs {layout.world_formula(values=True)} = {layout.world_size} "
                           f"processes but the launch has world size {world_size}")
@@ -339,10 +339,8 @@ def check_launch(layout: Layout, *, world_size: int, unit_names: Sequence[str], 
                               f"model {units[i] if i < len(units) else 'nothing'!r}")
     elif layout.pp > 1:
         raise LayoutError(f"layout with pp={layout.pp} lists no stages")
-    layout.check_against(None, list(unit_names), heads=heads, kv_heads=kv_heads)
-    if ffn_hidden is not None and ffn_hidden % layout.tp:
-        raise LayoutError(f"tp={layout.tp} does not divide the MLP width {ffn_hidden}")
-    check_schedule(layout.schedule, pp=layout.pp, vp=layout.vp, n_microbatches=layout.num_microbatches)
+    layout.check_against(None, list(unit_names), heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden)
+    check_schedule(layout.schedule, pp=layout.pp, vp=layout.vp, num_microbatches=layout.num_microbatches)
 
 
 def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torch.device | None = None,
@@ -370,7 +368,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                  ffn_hidden=getattr(shape, "ffn_hidden", None), precision=precision)
     check_context_parallel(model, layout.cp, plan_or_layout.training.seq_len if isinstance(plan_or_layout, Plan)
                            else None)
-    low = PRECISIONS[precision]
+    low = COMPUTE_DTYPES[precision]
     device = device if device is not None else default_device()
     if precision.startswith("fp8"):
         check_fp8(device, layout.tp)

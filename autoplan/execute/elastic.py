@@ -15,7 +15,7 @@ How it works, on top of torchrun's elastic agent (``torch.distributed.elastic``)
 2. After every rendezvous, before the workers start (:meth:`ReplanningAgent._start_workers`), the
    agent of group rank 0 re-solves the plan for the devices of the round: the same model profile
    and training (global batch, precision, optimizer, memory budget), the plan's cluster profile
-   restricted to the nodes that remain (:func:`restrict_cluster`, :func:`replan`). It publishes the
+   restricted to the nodes that remain (:func:`autoplan.plan.api.restrict_cluster`, :func:`replan`). It publishes the
    plan in the round's rendezvous store; every agent writes it beside the original plan
    (``plan.world2.json``), passes it to its workers as ``--plan``, and logs one line with the old and
    new layout and predicted step time.
@@ -52,7 +52,6 @@ from typing import Any, Sequence
 from autoplan.errors import AutoplanError, InputError, LaunchError
 from autoplan.jsonio import write_json_atomic
 from autoplan.plan.plan import Plan
-from autoplan.profile.formats import ClusterProfile
 
 STORE_KEY = "autoplan/elastic/plan"
 """key, in the round's rendezvous store, of group rank 0's published plan (or error)"""
@@ -66,55 +65,27 @@ DEFAULT_MAX_RESTARTS = 3
 # re-planning (pure planner work: no torch.distributed)
 # --------------------------------------------------------------------------------------------
 
-def restrict_cluster(cluster: ClusterProfile, num_nodes: int) -> ClusterProfile:
-    """The cluster profile of the first ``num_nodes`` nodes: same device and link figures (the
-    inter-node fits stay, used only while more than one node remains), hosts cut to match."""
-    if not 1 <= num_nodes <= cluster.num_nodes:
-        raise InputError(f"cannot restrict a {cluster.num_nodes}-node cluster profile to {num_nodes} nodes")
-    world = num_nodes * cluster.devices_per_node
-    return replace(cluster, name=f"{cluster.name} (first {num_nodes} of {cluster.num_nodes} nodes)",
-                   num_nodes=num_nodes, rank_hosts=cluster.rank_hosts[:world],
-                   device=replace(cluster.device))
-
-
-def _find(path: str, plan_path: Path | None) -> str:
-    """A profile path recorded in a plan: as given (relative to the working directory), else
-    relative to the plan file's directory."""
-    if Path(path).exists() or plan_path is None:
-        return path
-    beside = plan_path.parent / path
-    return str(beside) if beside.exists() else path
-
-
 def replan(plan: Plan, world_size: int, *, plan_path: Path | None = None) -> Plan:
     """The best plan for ``world_size`` devices of the cluster ``plan`` was made for.
 
     Same model profile and training (global batch, sequence length, precision, optimizer, memory
-    budget); the cluster profile restricted to ``world_size / devices_per_node`` nodes. Returns
-    ``plan`` itself when the world size is the plan's. Raises an AutoplanError when the plan records
-    no profiles to re-solve from or no layout fits the devices that remain."""
-    from autoplan.models.source import resolve_model
-    from autoplan.plan.api import Problem, resolve_cluster, resolve_model_profile, solve_problem
-    from autoplan.plan.training import TrainingConfig
+    budget); the cluster profile restricted to ``world_size / devices_per_node`` nodes
+    (:meth:`~autoplan.plan.api.Problem.from_plan`). Returns ``plan`` itself when the world size is
+    the plan's. Raises an AutoplanError when the plan records no profiles to re-solve from or no
+    layout fits the devices that remain."""
+    from autoplan.plan.api import Problem, beside_plan, resolve_cluster, solve_problem
     from autoplan.plan.search import SearchOptions
 
     if world_size == plan.layout.world_size:
         return plan
     t = plan.training
-    cluster_spec = _find(t.cluster_profile, plan_path) if t.cluster_profile else t.cluster_spec
-    model_spec = _find(t.model_profile, plan_path) if t.model_profile else t.model_spec
+    cluster_spec = beside_plan(t.cluster_profile, plan_path) if t.cluster_profile else t.cluster_spec
     if not cluster_spec:
         raise InputError("the plan records no cluster profile or spec: it cannot be re-solved for other devices")
-    full = resolve_cluster(cluster_spec)
-    if world_size % full.devices_per_node:
-        raise LaunchError(f"{world_size} devices are not whole nodes of {full.devices_per_node} "
-                          f"({cluster_spec}): cannot re-plan")
-    cluster = restrict_cluster(full, world_size // full.devices_per_node)
-    if t.memory_per_device_bytes:
-        cluster.device.memory_bytes = t.memory_per_device_bytes
-    profile = resolve_model_profile(resolve_model(model_spec), cluster, precision=t.precision, seq_len=t.seq_len)
-    train = TrainingConfig(global_batch=t.global_batch, precision=t.precision, optimizer=t.optimizer)
-    new = solve_problem(Problem(profile, cluster, train, model_spec, cluster_spec, t.memory_per_device_bytes or None),
+    per_node = resolve_cluster(cluster_spec).devices_per_node
+    if world_size % per_node:
+        raise LaunchError(f"{world_size} devices are not whole nodes of {per_node} ({cluster_spec}): cannot re-plan")
+    new = solve_problem(Problem.from_plan(plan, plan_path=plan_path, num_nodes=world_size // per_node),
                         SearchOptions(), families=False)
     new.training = replace(t, world_size=world_size)
     return new

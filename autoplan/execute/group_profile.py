@@ -408,6 +408,15 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming
     return profile
 
 
+def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: int, *,
+                        progress: Callable[[int, int, str], None] | None = None) -> ModelProfile:
+    """Measure ``cfg`` inside groups of ``nproc`` local processes (:func:`profile_in_groups`) and add
+    the figures to ``profile`` (:func:`add_group_timings`): what ``profile model --nproc`` and
+    ``demo`` do."""
+    timings, env = profile_in_groups(cfg, nproc, progress=progress)
+    return add_group_timings(profile, timings, env)
+
+
 # --------------------------------------------------------------------------------------------
 # a job of local processes (torchrun), and the worker entry point
 # --------------------------------------------------------------------------------------------

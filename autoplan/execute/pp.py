@@ -12,6 +12,9 @@ mean-per-micro-batch loss the gradients are those of the mean over the rank's ro
 
 The stages are :mod:`autoplan.execute.pp_buffers`' (torch 2.13): receive buffers exist only while
 their micro-batch is in flight, where torch allocates one per micro-batch for the whole step.
+What a schedule is (the micro-batch counts it accepts, its order of operations) is
+:mod:`autoplan.plan.schedules`, which the planner follows too; ``execute/apply.py`` checks a layout
+against it before any collective.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from torch.distributed.pipelining.schedules import (
 
 from autoplan.errors import LayoutError
 from autoplan.execute.pp_buffers import make_stage
-from autoplan.plan.plan import schedule_rule_violation
 
 
 def stage_ids(pp_rank: int, *, pp: int, vp: int) -> list[int]:
@@ -43,14 +45,6 @@ def stage_ids(pp_rank: int, *, pp: int, vp: int) -> list[int]:
 def split_model(model: nn.Module, stages: Sequence[Sequence[str]], ids: Sequence[int]) -> list[nn.Module]:
     """One deep copy of ``model`` per chunk in ``ids``, keeping only that chunk's units."""
     return [copy.deepcopy(model).keep_units(list(stages[i])) for i in ids]
-
-
-def check_schedule(schedule: str, *, pp: int, vp: int, n_microbatches: int) -> None:
-    """Refuse micro-batch counts the torch schedules reject (before any collective); the rules are
-    :func:`autoplan.plan.plan.schedule_rule_violation`, which the planner obeys too."""
-    why = schedule_rule_violation(schedule, pp=pp, vp=vp, num_microbatches=n_microbatches)
-    if why:
-        raise LayoutError(why)
 
 
 def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stages: int, schedule: str,

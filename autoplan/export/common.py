@@ -147,10 +147,6 @@ def lossy_warning(layout: Layout, framework: str, warnings: list[str], *, fp16_a
                         f"moves more bytes per step than the plan predicts (and trains exactly)")
 
 
-def precision_of(plan: Plan) -> str:
-    return plan.training.precision
-
-
 def model_shape(plan: Plan) -> ModelShape | None:
     """The plan's transformer shape (None for a model given as a factory or a measured profile)."""
     return ModelShape.from_dict(plan.training.shape, "training.shape") if plan.training.shape else None

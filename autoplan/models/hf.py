@@ -533,11 +533,6 @@ def reference_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return model(input_ids=tokens, use_cache=False).logits
 
 
-def expected_param_count(model: nn.Module) -> int:
-    """Number of parameter elements (for checks that a conversion dropped nothing)."""
-    return sum(p.numel() for p in model.parameters())
-
-
 __all__ = ["GPT2_TP_PLAN", "LLAMA_TP_PLAN", "GPT2Units", "LlamaUnits", "build_hf_model", "build_hf_reference",
            "hf_config", "hf_shape", "is_hf_spec", "parse_hf_spec", "reference_logits", "HF_PRESETS"]
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from autoplan.errors import InputError
-from autoplan.models.shapes import ModelShape
+from autoplan.models.shapes import ModelShape, tp_violation
 from autoplan.models.source import resolve_plan_model
 from autoplan.models.units import TensorParallelPlan, unit_module
 
@@ -167,7 +167,7 @@ def tp_divisors_ok(model: nn.Module, kind: UnitKind, tp: int) -> bool:
     if plan is None or not kind.tp_shardable:
         return False
     shape = getattr(model, "shape", None)
-    if isinstance(shape, ModelShape) and (shape.heads % tp or shape.kv_heads % tp):
+    if isinstance(shape, ModelShape) and tp_violation(tp, heads=shape.heads, kv_heads=shape.kv_heads):
         return False
     block = unit_module(model, kind.units[0])
     return all(block.get_submodule(p).out_features % tp == 0 for p in plan.colwise) and \

@@ -86,6 +86,24 @@ class ModelShape:
                    **{k: d[k] for k in keys})
 
 
+def tp_violation(tp: int, *, heads: int | None = None, kv_heads: int | None = None,
+                 ffn_hidden: int | None = None) -> str | None:
+    """The rule tensor parallelism puts on a transformer, in words, or None: ``tp`` divides the
+    attention heads, the key/value heads and the MLP width (each rank holds whole heads and an equal
+    slice of the MLP). A part given as None is not checked."""
+    for n, what in ((heads, f"the {heads} attention heads"), (kv_heads, f"the {kv_heads} key/value heads"),
+                    (ffn_hidden, f"the MLP width {ffn_hidden}")):
+        if n is not None and n % tp:
+            return f"tp={tp} does not divide {what}"
+    return None
+
+
+def tp_degrees_allowed(shape: ModelShape) -> list[int]:
+    """TP degrees that divide heads, KV heads and the MLP width (:func:`tp_violation`)."""
+    return [t for t in range(1, shape.heads + 1)
+            if tp_violation(t, heads=shape.heads, kv_heads=shape.kv_heads, ffn_hidden=shape.ffn_hidden) is None]
+
+
 MLP_KINDS = ("gelu", "swiglu")
 
 

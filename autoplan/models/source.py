@@ -6,7 +6,7 @@ alone and calls exactly one of them)::
     spec                           form            resolved by           the model
     gpt-tiny, llama3-8b, ...       builtin         _builtin(spec)        reference Transformer of a built-in shape
     path/shape.json                shape_file      _shape_file(spec, d)  reference Transformer of the file's shape
-    path/model.json (a profile)    profile_file    _profile_file(spec)   none: a measured or analytic model profile,
+    path/model.json (a profile)    profile_file    _json_file(spec)      none: a measured or analytic model profile,
                                                                          taken by the planner as it is
     hf:NAME[,key=value,...]        hf              _hf(spec)             autoplan.models.hf adapter, random init;
       or hf:DIR (a checkpoint)                                           for DIR with load_weights, its weights
@@ -15,7 +15,8 @@ alone and calls exactly one of them)::
     a plan's model_spec + shape    recorded_shape  resolve_plan_model()  reference Transformer of the recorded shape
                                                                          (hf: and factory specs resolve as above)
 
-A ``.json`` spec is read once (:func:`_json_file`) to see whether it is a model profile or a shape.
+A ``.json`` spec is read once (:func:`_json_file`) to see whether it is a model profile or a shape; a
+profile's contents are kept (``profile_json``) for the planner to load without reading the file again.
 ``hf:`` and factory specs are not loaded when resolved: their config or file is read when the shape
 is asked for or the model is built, so resolving stays cheap and errors name the step that failed.
 
@@ -34,7 +35,7 @@ Run::
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch.nn as nn
@@ -64,6 +65,8 @@ class ModelSource:
     """the shape when the spec itself holds it (builtin, shape_file, recorded_shape)"""
     recorded_shape: dict | None = None
     """a plan's recorded ``training.shape`` that an ``hf:`` model must match when built"""
+    profile_json: dict | None = field(default=None, compare=False, repr=False)
+    """a model profile file's contents, as read once to tell a profile from a shape (profile_file)"""
 
     @property
     def shape(self) -> ModelShape | None:
@@ -178,7 +181,7 @@ def _json_file(spec: str) -> ModelSource:
     """A ``.json`` spec: a model profile (``"kind": "model_profile"``) or a transformer shape."""
     d = read_json(spec, "model")
     if d.get("kind") == "model_profile":
-        return _profile_file(spec)
+        return ModelSource(spec, "profile_file", path=Path(spec), profile_json=d)
     return _shape_file(spec, d)
 
 
@@ -186,10 +189,6 @@ def _shape_file(spec: str, d: dict) -> ModelSource:
     path = Path(spec)
     return ModelSource(spec, "shape_file", path=path,
                        known_shape=ModelShape.from_dict({"name": path.stem, **d}, source=str(path)))
-
-
-def _profile_file(spec: str) -> ModelSource:
-    return ModelSource(spec, "profile_file", path=Path(spec))
 
 
 def _hf(spec: str) -> ModelSource:

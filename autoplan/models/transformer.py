@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autoplan.models.attention import CausalAttention
-from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: F401  (re-exported)
+from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, tp_degrees_allowed  # noqa: F401  (re-exported)
 from autoplan.models.units import TensorParallelPlan, UnitModel  # noqa: F401  (TensorParallelPlan re-exported)
 
 
@@ -144,12 +144,6 @@ TP_ROWWISE = ("attn.wo", "mlp.w2")
 
 REFERENCE_TP_PLAN = TensorParallelPlan(colwise=TP_COLWISE, rowwise=TP_ROWWISE,
                                        sp_norms=("attn_norm", "mlp_norm"), sp_gather=("attn", "mlp"))
-
-
-def tp_degrees_allowed(shape: ModelShape) -> list[int]:
-    """TP degrees that divide heads, KV heads and the MLP width."""
-    return [t for t in range(1, shape.heads + 1)
-            if shape.heads % t == 0 and shape.kv_heads % t == 0 and shape.ffn_hidden % t == 0]
 
 
 SWIGLU_TP_PLAN = TensorParallelPlan(colwise=TP_COLWISE + ("mlp.w3",), rowwise=TP_ROWWISE,

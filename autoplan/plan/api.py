@@ -18,7 +18,7 @@ from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
 from autoplan.plan.plan import (Layout, Plan, Prediction, SolverInfo, TrainingSpec, complete_layout,  # noqa: F401
-                                 context_parallel_violation,
+                                 context_parallel_violation, tp_parts,
                                  parse_layout_constraints, stages_from_block_counts)
 from autoplan.plan.frameworks import DEFAULT_FRAMEWORK, framework_violation
 from autoplan.plan.frameworks import framework as framework_named
@@ -46,6 +46,58 @@ class Problem:
     memory_per_device_bytes: int | None = None
     """the budget given on the command line in place of the cluster profile's (recorded in the plan)"""
 
+    @classmethod
+    def from_plan(cls, plan: Plan, *, model: str | None = None, cluster: str | None = None,
+                  memory_per_device_bytes: int | None = None, plan_path: Path | None = None,
+                  num_nodes: int | None = None) -> "Problem":
+        """The planning problem ``plan`` was made for, from its ``training`` record: the model and
+        cluster profile files it names (as given, else beside ``plan_path``) or their specs, the
+        batch, sequence length, precision, optimizer, framework and memory budget. ``model``,
+        ``cluster`` and ``memory_per_device_bytes`` replace the record's; ``num_nodes`` keeps the
+        cluster's first nodes (:func:`restrict_cluster`, an elastic re-plan)."""
+        tr = plan.training
+        model = model or (beside_plan(tr.model_profile, plan_path) if tr.model_profile else tr.model_spec)
+        cluster = cluster or (beside_plan(tr.cluster_profile, plan_path) if tr.cluster_profile else tr.cluster_spec)
+        if not cluster:
+            raise InputError("the plan does not say which cluster it was made for: give --cluster")
+        for what, spec, opt in (("model profile", model, "--model"), ("cluster profile", cluster, "--cluster")):
+            if spec.endswith(".json") and not Path(spec).exists():
+                raise InputError(f"the plan's {what} {spec} is not there (paths are relative to where solve ran): "
+                                 f"give {opt}")
+        return make_problem(model, cluster, tr.global_batch, precision=tr.precision, optimizer=tr.optimizer,
+                            seq_len=tr.seq_len, framework=tr.framework, num_nodes=num_nodes,
+                            memory_per_device_bytes=memory_per_device_bytes or tr.memory_per_device_bytes or None)
+
+    def training_spec(self, world_size: int) -> TrainingSpec:
+        """What the plan records of this problem (:attr:`Plan.training`), for ``world_size`` devices."""
+        return TrainingSpec(model_spec=self.profile.model_spec or self.model_spec, shape=self.profile.shape,
+                            global_batch=self.train.global_batch, seq_len=self.profile.seq_len,
+                            precision=self.train.precision, optimizer=self.train.optimizer,
+                            model_profile=self.model_spec if self.model_spec.endswith(".json") else "",
+                            cluster_profile=self.cluster_spec if self.cluster_spec.endswith(".json") else "",
+                            cluster_spec=self.cluster_spec, world_size=world_size, framework=self.train.framework,
+                            memory_per_device_bytes=self.memory_per_device_bytes or 0)
+
+
+def beside_plan(path: str, plan_path: Path | None) -> str:
+    """A profile path recorded in a plan: as given (relative to the working directory), else
+    relative to the plan file's directory."""
+    if Path(path).exists() or plan_path is None:
+        return path
+    beside = plan_path.parent / path
+    return str(beside) if beside.exists() else path
+
+
+def restrict_cluster(cluster: ClusterProfile, num_nodes: int) -> ClusterProfile:
+    """The cluster profile of the first ``num_nodes`` nodes: same device and link figures (the
+    inter-node fits stay, used only while more than one node remains), hosts cut to match."""
+    if not 1 <= num_nodes <= cluster.num_nodes:
+        raise InputError(f"cannot restrict a {cluster.num_nodes}-node cluster profile to {num_nodes} nodes")
+    world = num_nodes * cluster.devices_per_node
+    return replace(cluster, name=f"{cluster.name} (first {num_nodes} of {cluster.num_nodes} nodes)",
+                   num_nodes=num_nodes, rank_hosts=cluster.rank_hosts[:world],
+                   device=replace(cluster.device))
+
 
 def resolve_cluster(spec: str) -> ClusterProfile:
     """A cluster profile JSON file, or a catalogue entry ``name:nodes`` (e.g. ``dgx-a100-80gb:16``)."""
@@ -69,7 +121,8 @@ def resolve_model_profile(model: ModelSource, cluster: ClusterProfile, *, precis
         on a measured cluster      measured on this machine (:func:`autoplan.profile.layers.profile_model`)
     """
     if model.form == "profile_file":
-        prof = ModelProfile.load(model.path)
+        prof = (ModelProfile.from_dict(model.profile_json, source=str(model.path)) if model.profile_json is not None
+                else ModelProfile.load(model.path))
         if seq_len is not None and seq_len != prof.seq_len:
             raise InputError(f"--seq-len {seq_len} differs from the {prof.seq_len} the profile {model.path} "
                              f"was measured at")
@@ -107,7 +160,8 @@ def _profile_file_precision(model: ModelSource) -> str | None:
     """The precision a model profile JSON was made in; None when ``model`` is not a profile file."""
     if model.form != "profile_file":
         return None
-    return str(read_json(model.path, "model").get("precision", ""))
+    d = model.profile_json if model.profile_json is not None else read_json(model.path, "model")
+    return str(d.get("precision", ""))
 
 
 def check_profile_precision(profile: ModelProfile, precision: str, spec: str) -> None:
@@ -123,14 +177,15 @@ def check_profile_precision(profile: ModelProfile, precision: str, spec: str) ->
 def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, precision: str | None = None,
                  optimizer: str = "adamw", seq_len: int | None = None, memory_per_device_bytes: int | None = None,
                  progress: Callable | None = None, framework: str = DEFAULT_FRAMEWORK,
-                 micro_batch_sizes: tuple[int, ...] = ()) -> Problem:
+                 micro_batch_sizes: tuple[int, ...] = (), num_nodes: int | None = None) -> Problem:
     """Resolve the specs (``model`` once, by :func:`autoplan.models.source.resolve_model`). ``precision``
     defaults to a model profile file's own, else bf16 on CUDA and catalogue clusters, fp32 on CPU; a
     profile file of another precision is refused.  ``framework`` (:mod:`autoplan.plan.frameworks`):
     the software that will run the plan; a framework other than autoplan's executor is costed on
     catalogue clusters (its kernels and overlaps are modelled analytically), a measured profile
     describes autoplan's executor.  ``micro_batch_sizes``: sizes an analytic profile times exactly
-    besides 1, 2, 4, 8 (e.g. the one a ``--layout`` fixes)."""
+    besides 1, 2, 4, 8 (e.g. the one a ``--layout`` fixes). ``num_nodes``: plan for the cluster's
+    first nodes only (:func:`restrict_cluster`)."""
     fw = framework_named(framework)
     from autoplan.models.source import as_model_source
     from autoplan.profile.formats import MAX_SEQ_LEN
@@ -142,6 +197,8 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
         raise InputError(f"the memory per device must be positive, got {memory_per_device_bytes} bytes")
     cl = resolve_cluster(cluster)
+    if num_nodes is not None:
+        cl = restrict_cluster(cl, num_nodes)
     if memory_per_device_bytes is not None:
         cl.device.memory_bytes = memory_per_device_bytes
     source = as_model_source(model)
@@ -177,17 +234,6 @@ def _chip(cluster: ClusterProfile) -> str:
     return acc.family if acc is not None and acc.family else (cluster.device.name or cluster.device.type)
 
 
-def _training_spec(pb: Problem, world: int) -> TrainingSpec:
-    shape = pb.profile.shape
-    return TrainingSpec(model_spec=pb.profile.model_spec or pb.model_spec, shape=shape,
-                        global_batch=pb.train.global_batch, seq_len=pb.profile.seq_len,
-                        precision=pb.train.precision, optimizer=pb.train.optimizer,
-                        model_profile=pb.model_spec if pb.model_spec.endswith(".json") else "",
-                        cluster_profile=pb.cluster_spec if pb.cluster_spec.endswith(".json") else "",
-                        cluster_spec=pb.cluster_spec, world_size=world, framework=pb.train.framework,
-                        memory_per_device_bytes=pb.memory_per_device_bytes or 0)
-
-
 GIVEN_PLACEMENT_KEYS = ("recompute_every", "recompute_first", "stage_blocks")
 """``--layout`` fields that place or recompute given blocks: with one of them ``solve`` searches
 nothing, it costs the layout as given (completed as ``estimate`` completes it)"""
@@ -205,7 +251,7 @@ def _given_plan(pb: Problem, fixed: dict) -> Plan:
                               min_memory_bytes=pred.peak_memory_bytes, smallest_layout=layout)
     solver = SolverInfo(status="given", objective=pred.step_time_s, bound=pred.step_time_s,
                         wall_s=time.perf_counter() - t0, layouts_considered=1)
-    plan = Plan(layout=layout, predicted=pred, solver=solver, training=_training_spec(pb, layout.world_size))
+    plan = Plan(layout=layout, predicted=pred, solver=solver, training=pb.training_spec(layout.world_size))
     plan.explanation = explain(plan)
     return plan
 
@@ -219,7 +265,7 @@ def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: b
     chosen = res.best[0]
     alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)
     plan = Plan(layout=chosen.layout, predicted=chosen.predicted, solver=res.solver,
-                training=_training_spec(pb, chosen.layout.world_size), alternatives=alts)
+                training=pb.training_spec(chosen.layout.world_size), alternatives=alts)
     plan.explanation = explain(plan)
     return plan
 
@@ -241,8 +287,7 @@ def solve(model: str, cluster: str, global_batch: int, *, layout: str | dict | N
 
 def estimate_problem(pb: Problem, layout: Layout) -> tuple[Layout, Prediction]:
     """Cost one complete layout; without stages, the solver's partitioner places the layers."""
-    layout.check_against(pb.cluster.world_size, None, pb.train.global_batch,
-                         heads=(pb.profile.shape or {}).get("heads"), kv_heads=(pb.profile.shape or {}).get("kv_heads"))
+    layout.check_against(pb.cluster.world_size, None, pb.train.global_batch, **tp_parts(pb.profile.shape))
     names = pb.profile.layer_names()
     if layout.pp * layout.vp > len(names):
         raise LayoutError(f"pp*vp = {layout.pp * layout.vp} stages but the model has only {len(names)} layers")

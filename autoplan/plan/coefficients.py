@@ -19,7 +19,8 @@ from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_
                                                stack_terms, sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
 from autoplan.plan.plan import Layout
-from autoplan.plan.training import BYTES_PER_ELEMENT, TrainingConfig
+from autoplan.plan.training import TrainingConfig
+from autoplan.profile.formats import BYTES_PER_ELEMENT
 from autoplan.profile.assumptions import STACKS, SoftwareStack
 from autoplan.profile.formats import ClusterProfile, ModelProfile, is_fp8
 

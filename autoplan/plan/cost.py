@@ -74,7 +74,7 @@ precision, else 4)::
                       + g [m > 1])                unsharded gradients accumulated over micro-batches
                                                   (FSDP2 accumulates them in fp32, its reduce dtype)
     acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
-               recomputation; n_i micro-batches of local chunk i in flight, :func:`inflight_vectors`:
+               recomputation; n_i micro-batches of local chunk i in flight, ``schedules.inflight_vectors``:
                1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
     buffers  = the pipeline's own memory, ``pipeline_buffers`` (plan/memory.py): receive buffers in
                transit, one per side of a cut (``LayerCost.buffer_bytes``: each lives from its receive
@@ -115,7 +115,7 @@ Where each part lives::
     plan/coefficients.py         LayerCost and layer_costs: one layer kind's coefficients
     plan/coefficient_sources.py  in-group measurements, software stack, sum of parts
     plan/groups.py               which groups cross nodes, one collective's time, DDP or FSDP
-    plan/schedules.py            torch's schedule order, micro-batches in flight, the pipeline term
+    plan/schedules.py            what a schedule is: rules, torch's order, micro-batches in flight, pipeline term
     plan/memory.py               workspace and pipeline buffers of a rank
     plan/cost.py                 evaluate: a complete layout's step time and memory, term by term
 """

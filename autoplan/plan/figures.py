@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoplan.errors import InputError
-from autoplan.plan.api import Problem, make_problem
+from autoplan.plan.api import Problem
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.cost import evaluate
 from autoplan.plan.memory import rank_pipeline_bytes, rank_transient_bytes
@@ -53,25 +52,12 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
              "pipeline_buffers": int(math.ceil(buf[r])), "workspace": extra[r] + overhead} for r in range(p)]
 
 
-def problem_for_plan(plan: Plan, *, model: str | None = None, cluster: str | None = None,
-                     memory_per_device_bytes: int | None = None) -> Problem:
-    """The planning problem a plan was made for, from its ``training`` record (or the given specs)."""
-    tr = plan.training
-    model = model or tr.model_profile or tr.model_spec
-    cluster = cluster or tr.cluster_profile or tr.cluster_spec
-    if not cluster:
-        raise InputError("the plan does not say which cluster it was made for: give --cluster")
-    for what, spec, opt in (("model profile", model, "--model"), ("cluster profile", cluster, "--cluster")):
-        if spec.endswith(".json") and not Path(spec).exists():
-            raise InputError(f"the plan's {what} {spec} is not there (paths are relative to where solve ran): "
-                             f"give {opt}")
-    return make_problem(model, cluster, tr.global_batch, precision=tr.precision, optimizer=tr.optimizer,
-                        seq_len=tr.seq_len, memory_per_device_bytes=memory_per_device_bytes)
-
-
 def plan_figures(plan: Plan, *, model: str | None = None, cluster: str | None = None,
-                 memory_per_device_bytes: int | None = None) -> PlanFigures:
-    pb = problem_for_plan(plan, model=model, cluster=cluster, memory_per_device_bytes=memory_per_device_bytes)
+                 memory_per_device_bytes: int | None = None, plan_path: Path | None = None) -> PlanFigures:
+    """The plan re-costed on the problem it was made for (:meth:`Problem.from_plan`; ``model``,
+    ``cluster`` and ``memory_per_device_bytes`` replace its record's)."""
+    pb = Problem.from_plan(plan, model=model, cluster=cluster, memory_per_device_bytes=memory_per_device_bytes,
+                           plan_path=plan_path)
     layout = plan.layout
     layout.check_against(pb.cluster.world_size, pb.profile.layer_names(), pb.train.global_batch)
     costs = costs_for_layout(pb.profile, pb.cluster, layout, pb.train)

@@ -15,7 +15,7 @@ cross boundary b | b+1. Then::
     optimizer_r    O >= sum_{j in r} opt(j)
     memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * (act + held)(chunk r + i*pp)
                    + sum_{b: b mod pp = r} buf(b) + sum_{b: (b+1) mod pp = r} buf(b) + workspace <= M
-                   for every in-flight vector n_k of rank r (cost.inflight_vectors: the moments that
+                   for every in-flight vector n_k of rank r (schedules.inflight_vectors: the moments that
                    can be its peak; one vector (1), (m) or (min(m, pp-r)) without interleaving);
                    held(j) = held_out(j) for j < S-1 (what chunk j sends), the model outputs' for
                    j = S-1 (S > 1), plan/memory.py
@@ -94,7 +94,8 @@ import pulp
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import inflight_floor, inflight_microbatches, inflight_vectors
+from autoplan.plan.schedules import inflight_floor, inflight_microbatches, inflight_vectors, pipeline_schedule
+from autoplan.profile.hardware import GIB
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
 from autoplan.plan.tied import MODE_ORDER, TIME_ATTRS, TiedChain
@@ -106,7 +107,6 @@ except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallbac
 
 # LayerCost fields that enter the ILP (everything but the name)
 _COEFFS = tuple(f.name for f in fields(LayerCost))
-GIB = float(2**30)
 
 
 @dataclass
@@ -304,7 +304,7 @@ class PlacementILP:
         """Rank r's memory at each moment that can be its peak: one expression per in-flight vector
         (n_i micro-batches of local chunk i, :func:`autoplan.plan.schedules.inflight_vectors`)."""
         lay = self.layout
-        vecs = inflight_vectors(lay.schedule if self.p > 1 else "1f1b", self.p, self.v, self.m, r)
+        vecs = inflight_vectors(pipeline_schedule(lay), self.p, self.v, self.m, r)
         return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_inflight(r + i * self.p)
                                                   for i, n in enumerate(vec) if n)
                 for vec in vecs]
@@ -422,10 +422,6 @@ class PlacementILP:
         finally:
             for var in self.prob.variables():
                 var.cat = cats[var.name]
-
-    def write_lp(self, path: str) -> None:
-        """Dump the model in LP format (every constraint named) for inspection."""
-        self.prob.writeLP(path)
 
 
 class AssignmentILP(PlacementILP):

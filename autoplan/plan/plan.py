@@ -12,10 +12,11 @@ from typing import Any
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
                              write_json_atomic)
+from autoplan.models.shapes import tp_violation
+from autoplan.plan.schedules import SCHEDULES, chunks_rule_violation, schedule_rule_violation
 
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
 GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
@@ -28,46 +29,18 @@ MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
 
 
-def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> str | None:
-    """The pipeline-schedule rule a layout breaks, in words, or None.
-
-    These are the rules of torch.distributed.pipelining (torch 2.13, ``schedules.py``) that the
-    executor runs, plus one of the planner's own; ``search`` emits only layouts that pass them, and
-    ``estimate`` / ``solve --layout`` refuse the others naming the rule:
-
-    - ``Schedule1F1B``: ``n_microbatches >= num_stages`` (pp);
-    - ``ScheduleInterleaved1F1B``: with ``rounds = max(1, n_microbatches // pp)``,
-      ``n_microbatches % rounds == 0`` (torch relaxes Megatron's ``n_microbatches % pp == 0``);
-      any number of local stages ``vp`` (layers per chunk need not be equal);
-    - ``ScheduleGPipe``: any number of micro-batches;
-    - planner: interleaving needs ``num_microbatches >= pp`` (with fewer micro-batches than ranks the
-      pipeline never fills, so virtual stages cannot shorten the bubble and the cost model's
-      interleaved bubble, (pp - 1) chunk times, would not hold), and ``vp > 1`` needs ``pp > 1``."""
-    m = num_microbatches
-    if vp > 1 and pp == 1:
-        return f"vp={vp} needs pp > 1 (virtual stages interleave the chunks of several pipeline ranks)"
-    if vp > 1 and schedule != "interleaved":
-        return f"vp={vp} needs schedule=interleaved (got {schedule})"
-    if pp == 1:
-        return None
-    if schedule == "1f1b" and m < pp:
-        return f"schedule 1f1b needs num_microbatches >= pp={pp}, got {m} (torch Schedule1F1B)"
-    if schedule == "interleaved":
-        if m < pp:
-            return (f"interleaved 1F1B needs num_microbatches >= pp={pp}, got {m} (with fewer micro-batches "
-                    f"than pipeline ranks interleaving cannot shorten the bubble)")
-        rounds = max(1, m // pp)
-        if m % rounds:
-            return (f"interleaved 1F1B needs num_microbatches a multiple of max(1, num_microbatches // pp) = "
-                    f"{rounds} (pp={pp}), got {m} (torch ScheduleInterleaved1F1B)")
-    return None
-
-
 def data_parallel_rule_violation(*, dp: int, zero: int) -> str | None:
     """ZeRO shards state across data-parallel replicas: stages 1-3 need dp > 1."""
     if zero > 0 and dp == 1:
         return f"zero={zero} needs dp > 1 (ZeRO shards optimizer state across data-parallel replicas)"
     return None
+
+
+def tp_parts(shape: dict | None) -> dict[str, int | None]:
+    """The dimensions of a model profile's ``shape`` that tensor parallelism splits, as the keyword
+    arguments of :func:`autoplan.models.shapes.tp_violation` and :meth:`Layout.check_against`."""
+    sh = shape or {}
+    return {k: sh.get(k) for k in ("heads", "kv_heads", "ffn_hidden")}
 
 
 @dataclass
@@ -127,8 +100,9 @@ class Layout:
                 raise LayoutError("layout: local SGD averages parameters, not gradients: no gradient compression with it")
         if self.sp and self.tp == 1:
             raise LayoutError("layout: sequence parallel (sp=1) needs tp > 1")
-        if self.vp > 1 and self.schedule != "interleaved":
-            raise LayoutError(f"layout: vp={self.vp} needs schedule=interleaved (got {self.schedule})")
+        why = chunks_rule_violation(self.schedule, vp=self.vp)
+        if why:
+            raise LayoutError(f"layout: {why}")
         if self.stages and len(self.stages) != self.pp * self.vp:
             raise LayoutError(f"layout: {len(self.stages)} stages listed but pp*vp = {self.pp * self.vp}")
 
@@ -230,7 +204,7 @@ class Layout:
         return replace(self, **kw)
 
     def check_against(self, world_size: int | None, layer_names: list[str] | None, global_batch: int | None = None,
-                      heads: int | None = None, kv_heads: int | None = None) -> None:
+                      heads: int | None = None, kv_heads: int | None = None, ffn_hidden: int | None = None) -> None:
         """Refuse a layout that does not divide the world, the batch or the model."""
         if world_size is not None and self.world_size != world_size:
             raise LayoutError(f"layout {self.world_formula(values=True)} = {self.world_size} "
@@ -242,10 +216,9 @@ class Layout:
                or data_parallel_rule_violation(dp=self.grad_group, zero=self.zero))
         if why:
             raise LayoutError(why)
-        if heads is not None and heads % self.tp:
-            raise LayoutError(f"tp={self.tp} does not divide the {heads} attention heads")
-        if kv_heads is not None and kv_heads % self.tp:
-            raise LayoutError(f"tp={self.tp} does not divide the {kv_heads} key/value heads")
+        why = tp_violation(self.tp, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden)
+        if why:
+            raise LayoutError(why)
         if layer_names is not None:
             if self.pp * self.vp > len(layer_names):
                 raise LayoutError(f"pp*vp = {self.pp * self.vp} stages but the model has only "

@@ -1,13 +1,100 @@
-"""Pipeline schedules as the cost model sees them: the order in which torch's schedules run chunk
-forwards and backwards, the micro-batches each rank holds at its memory peaks, and the time of the
-pipeline part of a step (steady state plus fill and drain)."""
+"""What a pipeline schedule is, in one place: the rules torch's schedules impose on a layout, the
+order in which they run chunk forwards and backwards, the micro-batches each rank holds at its
+memory peaks, and the time of the pipeline part of a step (steady state plus fill and drain).
+
+Every user reads it from here: plan validation (:meth:`autoplan.plan.plan.Layout.check_against`,
+the search), the cost model and the ILP (in-flight micro-batches, :func:`pipeline_s`), the timeline
+of ``autoplan show`` (:func:`schedule_order`) and the executor (``execute/apply.py`` checks a layout
+with :func:`check_schedule` before any collective; ``execute/pp.py`` builds torch's schedule)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Protocol
 
-from autoplan.plan.plan import Layout
+from autoplan.errors import InputError, LayoutError
 from autoplan.profile.formats import ClusterProfile
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+"""torch's ``ScheduleGPipe``, ``Schedule1F1B`` and ``ScheduleInterleaved1F1B``"""
+
+
+class PipelineShape(Protocol):
+    """What a schedule needs of a layout (:class:`autoplan.plan.plan.Layout` is one)."""
+
+    pp: int
+    vp: int
+    num_microbatches: int
+    schedule: str
+
+
+def chunks_rule_violation(schedule: str, *, vp: int) -> str | None:
+    """Only the interleaved schedule runs more than one chunk per rank."""
+    if vp > 1 and schedule != "interleaved":
+        return f"vp={vp} needs schedule=interleaved (got {schedule})"
+    return None
+
+
+def schedule_rule_violation(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> str | None:
+    """The pipeline-schedule rule a layout breaks, in words, or None.
+
+    These are the rules of torch.distributed.pipelining (torch 2.13, ``schedules.py``) that the
+    executor runs, plus one of the planner's own; ``search`` emits only layouts that pass them, and
+    ``estimate`` / ``solve --layout`` refuse the others naming the rule:
+
+    - ``Schedule1F1B``: ``n_microbatches >= num_stages`` (pp);
+    - ``ScheduleInterleaved1F1B``: with ``rounds = max(1, n_microbatches // pp)``,
+      ``n_microbatches % rounds == 0`` (torch relaxes Megatron's ``n_microbatches % pp == 0``);
+      any number of local stages ``vp`` (layers per chunk need not be equal);
+    - ``ScheduleGPipe``: any number of micro-batches;
+    - planner: interleaving needs ``num_microbatches >= pp`` (with fewer micro-batches than ranks the
+      pipeline never fills, so virtual stages cannot shorten the bubble and the cost model's
+      interleaved bubble, (pp - 1) chunk times, would not hold), and ``vp > 1`` needs ``pp > 1``."""
+    m = num_microbatches
+    if vp > 1 and pp == 1:
+        return f"vp={vp} needs pp > 1 (virtual stages interleave the chunks of several pipeline ranks)"
+    why = chunks_rule_violation(schedule, vp=vp)
+    if why or pp == 1:
+        return why
+    if schedule == "1f1b" and m < pp:
+        return f"schedule 1f1b needs num_microbatches >= pp={pp}, got {m} (torch Schedule1F1B)"
+    if schedule == "interleaved":
+        if m < pp:
+            return (f"interleaved 1F1B needs num_microbatches >= pp={pp}, got {m} (with fewer micro-batches "
+                    f"than pipeline ranks interleaving cannot shorten the bubble)")
+        rounds = max(1, m // pp)
+        if m % rounds:
+            return (f"interleaved 1F1B needs num_microbatches a multiple of max(1, num_microbatches // pp) = "
+                    f"{rounds} (pp={pp}), got {m} (torch ScheduleInterleaved1F1B)")
+    return None
+
+
+def check_schedule(schedule: str, *, pp: int, vp: int, num_microbatches: int) -> None:
+    """Raise :class:`LayoutError` naming the rule of :func:`schedule_rule_violation` a layout breaks."""
+    why = schedule_rule_violation(schedule, pp=pp, vp=vp, num_microbatches=num_microbatches)
+    if why:
+        raise LayoutError(why)
+
+
+def pipeline_schedule(layout: PipelineShape) -> str:
+    """The schedule whose order a layout runs: without pipelining (pp = 1) micro-batches go one at a
+    time, forward then backward (gradient accumulation), which is 1F1B's order on one stage."""
+    return layout.schedule if layout.pp > 1 else "1f1b"
+
+
+def warmup_forwards(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> int:
+    """Forwards pipeline rank ``rank`` runs before its first backward::
+
+        GPipe        m * vp                                   every forward first
+        1F1B         min(m, pp - rank)                        Narayanan et al. 2021; torch's Schedule1F1B
+        interleaved  min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp),
+                     per_round = m // max(1, m // pp)         torch's ScheduleInterleaved1F1B"""
+    if schedule == "gpipe":
+        return m * vp
+    if schedule == "1f1b":
+        return min(m, pp - rank)
+    per_round = m // max(1, m // pp)
+    return min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp)
 
 
 def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
@@ -20,7 +107,7 @@ def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, in
     Forwards cycle through the local chunks a round at a time, backwards in reverse chunk order.
     (tests/test_cost_schedule.py checks it against torch's own ``pipeline_order``.)"""
     per_round = m // max(1, m // pp)
-    warmup = min((vp - 1) * per_round + 2 * (pp - 1 - rank), m * vp)
+    warmup = warmup_forwards("interleaved", pp=pp, vp=vp, m=m, rank=rank)
     steady = m * vp - warmup
 
     def fwd(op: int) -> int:
@@ -35,6 +122,42 @@ def interleaved_order(pp: int, vp: int, m: int, rank: int) -> list[tuple[str, in
         if op >= warmup:
             out.append(("B", bwd(op)))
     return out
+
+
+def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int, int]]:
+    """The operations of pipeline ``rank`` in the order torch's schedule runs them:
+    ``("F" | "B", global chunk index, micro-batch)``.
+
+    - gpipe (``ScheduleGPipe``): every forward, then every backward, micro-batches in order;
+    - 1f1b (``Schedule1F1B``): ``min(m, pp - rank)`` forwards (:func:`warmup_forwards`), then
+      backward/forward pairs, then the remaining backwards;
+    - interleaved (``ScheduleInterleaved1F1B``): :func:`interleaved_order` (the order the memory
+      model follows too), with each chunk's micro-batches numbered in turn.
+    """
+    if pp == 1 or schedule == "gpipe" or (schedule == "1f1b" and vp == 1):
+        if vp != 1:
+            raise InputError(f"schedule {schedule} runs one chunk per rank, got vp={vp}")
+        fwd = [("F", rank, i) for i in range(m)]
+        bwd = [("B", rank, i) for i in range(m)]
+        if pp == 1 or schedule == "gpipe":
+            return fwd + bwd
+        warm = warmup_forwards(schedule, pp=pp, vp=vp, m=m, rank=rank)
+        ops = fwd[:warm]
+        for k in range(m):
+            ops.append(bwd[k])
+            if warm + k < m:
+                ops.append(fwd[warm + k])
+        return ops
+    if schedule != "interleaved":
+        raise InputError(f"no timeline for schedule {schedule!r}")
+    next_mb: dict[tuple[str, int], int] = {}
+    ops = []
+    for kind, local in interleaved_order(pp, vp, m, rank):
+        chunk = local * pp + rank
+        i = next_mb.get((kind, chunk), 0)
+        next_mb[(kind, chunk)] = i + 1
+        ops.append((kind, chunk, i))
+    return ops
 
 
 @lru_cache(maxsize=8192)
@@ -56,7 +179,7 @@ def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tupl
     if schedule == "gpipe":
         return ((m,) + (0,) * (vp - 1),)
     if schedule != "interleaved":
-        return ((min(m, pp - rank),),)
+        return ((warmup_forwards(schedule, pp=pp, vp=vp, m=m, rank=rank),),)
     held = [0] * vp
     seen: list[tuple[int, ...]] = []
     for kind, i in interleaved_order(pp, vp, m, rank):
@@ -68,7 +191,7 @@ def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tupl
     return tuple(sorted(keep))
 
 
-def pipeline_s(tau: list[float], chunk_s: list[float], layout: Layout) -> float:
+def pipeline_s(tau: list[float], chunk_s: list[float], layout: PipelineShape) -> float:
     """Time of the pipeline part of a step, from each rank's per-micro-batch time ``tau`` and each
     chunk's ``chunk_s`` (its layers plus the send after it)::
 
@@ -109,35 +232,35 @@ def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_
     return max(1.0 / s, min(1.0, u))
 
 
-def inflight_microbatches(layout: Layout, rank: int) -> float:
+def inflight_microbatches(layout: PipelineShape, rank: int) -> float:
     """Micro-batches of activations pipeline rank ``rank`` holds at its peak when its layers are
     spread evenly over its chunks: the largest total of :func:`inflight_vectors` over vp
     (the tied placement ILP and the search's bounds use it; :func:`evaluate` uses the vectors)."""
-    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+    vecs = inflight_vectors(pipeline_schedule(layout), layout.pp, layout.vp,
                             layout.num_microbatches, rank)
     return max(sum(v) for v in vecs) / layout.vp
 
 
-def inflight_floor(layout: Layout, rank: int) -> int:
+def inflight_floor(layout: PipelineShape, rank: int) -> int:
     """Micro-batches every local chunk of ``rank`` holds at once at some moment: the largest
     smallest entry of :func:`inflight_vectors`, so ``inflight_floor * sum_i x_i`` never exceeds the
     peak of ``sum_i n_i * x_i`` whatever the chunks' ``x_i`` (the count of 1F1B and GPipe; a lower
     bound with interleaving, which tied.py's relaxation uses for the held outputs)."""
-    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+    vecs = inflight_vectors(pipeline_schedule(layout), layout.pp, layout.vp,
                             layout.num_microbatches, rank)
     return max(min(v) for v in vecs)
 
 
-def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
+def peak_activation_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float]) -> float:
     """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
     return peak_inflight_bytes(layout, rank, chunk_act_bytes, [0.0] * len(chunk_act_bytes))[0]
 
 
-def peak_inflight_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float],
+def peak_inflight_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float],
                         chunk_held_bytes: list[float]) -> tuple[float, float]:
     """``(activations, held outputs)`` of ``rank`` at the moment the two together peak, its local
     chunks holding ``chunk_act_bytes`` and ``chunk_held_bytes`` per in-flight micro-batch."""
-    vecs = inflight_vectors(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+    vecs = inflight_vectors(pipeline_schedule(layout), layout.pp, layout.vp,
                             layout.num_microbatches, rank)
     parts = [(sum(n * a for n, a in zip(v, chunk_act_bytes)), sum(n * h for n, h in zip(v, chunk_held_bytes)))
              for v in vecs]

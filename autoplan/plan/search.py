@@ -13,34 +13,41 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal, get_args
 
 
 from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutError
 from autoplan.plan.coefficients import LayerCost, layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import inflight_microbatches
+from autoplan.plan.schedules import SCHEDULES, inflight_microbatches, schedule_rule_violation
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
-from autoplan.plan.ilp import TiedChainILP, solve_placement, tied_chain
-from autoplan.plan.plan import (RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout,
-                                 context_parallel_violation, schedule_rule_violation)
+from autoplan.plan.ilp import TiedChainILP, resolve_solver, solve_placement, tied_chain
+from autoplan.models.shapes import tp_violation
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 
+LossyOption = Literal["fp16", "powersgd", "localsgd"]
+LOSSY_OPTIONS: tuple[LossyOption, ...] = get_args(LossyOption)
+MAX_TOP_K = 100
+MAX_TIME_LIMIT_S = 86400.0
+
+
 @dataclass
 class SearchOptions:
-    """Which layouts the search may consider (each narrows the space; ``fixed`` pins fields)."""
+    """Which layouts the search may consider (each narrows the space; ``fixed`` pins fields).
+    Checked when made: the Python API refuses what ``autoplan solve`` refuses (InputError)."""
 
     fixed: dict = field(default_factory=dict)
     """layout fields pinned by the user (``--layout``), e.g. {"tp": 2, "pp": 2}"""
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
-    schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
+    schedules: tuple[str, ...] = SCHEDULES
     max_vp: int = 4
     """largest number of virtual stages per pipeline rank for the interleaved schedule"""
     tp_within_node: bool = True
@@ -49,7 +56,7 @@ class SearchOptions:
     """also let the placement ILP choose each block's recompute mode per pipeline rank (chains of
     identical blocks: the tied formulation), for degrees where no recomputation does not fit.
     The per-rank relaxation (tied.py) prunes most such layouts and cuts the ILP of the rest."""
-    allow_lossy: tuple[str, ...] = ()
+    allow_lossy: tuple[LossyOption, ...] = ()
     """opt-in options that change the mathematics of training, for plain DDP layouts:
     ``fp16`` / ``powersgd`` gradient compression, ``localsgd`` (parameter averaging every
     ``local_sgd_periods`` steps). Empty: exact training only."""
@@ -70,10 +77,23 @@ class SearchOptions:
     """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
     gap_rel: float = 1e-6
     """relative optimality gap at which the ILP solver may stop"""
-    formulation: str = "auto"
+    formulation: Literal["auto", "tied", "cuts", "assignment"] = "auto"
     """placement ILP: cuts (chains), assignment (any DAG) or auto"""
-    solver: str = "auto"
+    solver: Literal["auto", "highs", "cbc"] = "auto"
     """ILP solver: highs, cbc, or auto (HiGHS when highspy is installed, else CBC)"""
+
+    def __post_init__(self) -> None:
+        self.allow_lossy = tuple(self.allow_lossy)
+        unknown = set(self.allow_lossy) - set(LOSSY_OPTIONS)
+        if unknown:
+            raise InputError(f"--allow-lossy: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
+                             f"(known: {', '.join(LOSSY_OPTIONS)})")
+        if not 0 <= self.top_k <= MAX_TOP_K:
+            raise InputError(f"--top-k must be from 0 to {MAX_TOP_K}, got {self.top_k}")
+        if not 0 < self.ilp_time_limit_s <= MAX_TIME_LIMIT_S:      # also refuses nan
+            raise InputError(f"--time-limit must be > 0 and at most {MAX_TIME_LIMIT_S:g} seconds, "
+                             f"got {self.ilp_time_limit_s}")
+        resolve_solver(self.solver)    # an unknown or unavailable solver is bad input, before any solving
 
 
 @dataclass
@@ -93,8 +113,7 @@ def allowed_tp(profile: ModelProfile) -> set[int] | None:
     sh = profile.shape
     if not sh:
         return None
-    return {t for t in divisors(int(sh["heads"]))
-            if sh["kv_heads"] % t == 0 and sh["ffn_hidden"] % t == 0}
+    return {t for t in divisors(int(sh["heads"])) if tp_violation(t, **tp_parts(sh)) is None}
 
 
 CP_SEARCH_MIN_SEQ_LEN = 8192
@@ -171,7 +190,7 @@ def _lossy_variants(lay: dict, opts: SearchOptions) -> list[dict]:
 
 def _schedules(pp: int, m: int, n_layers: int, opts: SearchOptions) -> Iterator[tuple[str, int]]:
     """(schedule, vp) pairs that torch.distributed.pipelining can run for pp ranks and m micro-batches
-    (:func:`autoplan.plan.plan.schedule_rule_violation`). Interleaving is tried for vp = 2..max_vp,
+    (:func:`autoplan.plan.schedules.schedule_rule_violation`). Interleaving is tried for vp = 2..max_vp,
     or for the user's fixed vp whatever its size (e.g. a published vp=6 recipe)."""
     if pp == 1:
         yield "1f1b", 1
@@ -454,10 +473,9 @@ def _why_empty(profile, cluster, train, opts) -> str:
     world, batch = cluster.world_size, train.global_batch
     sh = profile.shape or {}
     if "tp" in f:
-        tps = allowed_tp(profile)
-        if tps is not None and f["tp"] not in tps:
-            return (f"tp={f['tp']} does not divide the model's heads ({sh['heads']}), KV heads ({sh['kv_heads']}) "
-                    f"or MLP width ({sh['ffn_hidden']})")
+        why = tp_violation(f["tp"], **tp_parts(sh))
+        if why:
+            return why
         if not any(k.tp_shardable for k in profile.kinds.values()) and f["tp"] > 1:
             return f"tp={f['tp']}: no layer of this model can be split by tensor parallelism"
     for k in ("tp", "pp", "dp"):
@@ -466,8 +484,7 @@ def _why_empty(profile, cluster, train, opts) -> str:
     if f:
         try:
             lay = complete_layout(f, world, batch)
-            lay.check_against(world, profile.layer_names(), batch, heads=sh.get("heads"),
-                              kv_heads=sh.get("kv_heads"))
+            lay.check_against(world, profile.layer_names(), batch, **tp_parts(sh))
         except AutoplanError as e:
             return str(e)
         why = framework_violation(framework_named(train.framework), lay, train.precision)

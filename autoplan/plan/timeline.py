@@ -6,7 +6,7 @@
    the same numbers :func:`~autoplan.plan.cost.evaluate` adds up) into what one pipeline chunk costs
    per micro-batch, split into forward, point-to-point send, recompute and backward.
 2. :func:`simulate_pipeline` runs the schedule's own order of operations (torch's ``ScheduleGPipe``,
-   ``Schedule1F1B``, ``ScheduleInterleaved1F1B``) on those costs: an operation starts when its rank is
+   ``Schedule1F1B``, ``ScheduleInterleaved1F1B``: :func:`autoplan.plan.schedules.schedule_order`) on those costs: an operation starts when its rank is
    free and its input is ready (the previous chunk's forward of that micro-batch, or the next chunk's
    backward). Each rank's idle time becomes a ``bubble`` bar.
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
 from autoplan.plan.memory import boundary_crossings
-from autoplan.plan.schedules import interleaved_order
+from autoplan.plan.schedules import schedule_order
 from autoplan.plan.plan import Layout, Prediction
 
 BAR_KINDS = ("forward", "recompute", "backward", "p2p", "bubble", "model_margin", "dp_sync", "optimizer", "wait",
@@ -159,44 +159,8 @@ def chunk_times(profile, layout: Layout, costs: dict) -> list[ChunkTimes]:
 
 
 # --------------------------------------------------------------------------------------------
-# 2. the schedule's order of operations, and its simulation
+# 2. the simulation of the schedule's order of operations
 # --------------------------------------------------------------------------------------------
-
-def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int, int]]:
-    """The operations of pipeline ``rank`` in the order torch's schedule runs them:
-    ``("F" | "B", global chunk index, micro-batch)``.
-
-    - gpipe (``ScheduleGPipe``): every forward, then every backward, micro-batches in order;
-    - 1f1b (``Schedule1F1B``): ``min(m, pp - rank)`` forwards, then backward/forward pairs, then the
-      remaining backwards;
-    - interleaved (``ScheduleInterleaved1F1B``): :func:`autoplan.plan.schedules.interleaved_order` (the
-      order the memory model follows too), with each chunk's micro-batches numbered in turn.
-    """
-    if pp == 1 or schedule == "gpipe" or (schedule == "1f1b" and vp == 1):
-        if vp != 1:
-            raise InputError(f"schedule {schedule} runs one chunk per rank, got vp={vp}")
-        fwd = [("F", rank, i) for i in range(m)]
-        bwd = [("B", rank, i) for i in range(m)]
-        if pp == 1 or schedule == "gpipe":
-            return fwd + bwd
-        warm = min(m, pp - rank)
-        ops = fwd[:warm]
-        for k in range(m):
-            ops.append(bwd[k])
-            if warm + k < m:
-                ops.append(fwd[warm + k])
-        return ops
-    if schedule != "interleaved":
-        raise InputError(f"no timeline for schedule {schedule!r}")
-    next_mb: dict[tuple[str, int], int] = {}
-    ops = []
-    for kind, local in interleaved_order(pp, vp, m, rank):
-        chunk = local * pp + rank
-        i = next_mb.get((kind, chunk), 0)
-        next_mb[(kind, chunk)] = i + 1
-        ops.append((kind, chunk, i))
-    return ops
-
 
 def simulate_pipeline(chunks: list[ChunkTimes], *, pp: int, vp: int, m: int, schedule: str) -> list[Bar]:
     """Bars of every pipeline operation of every rank, and ``bubble`` bars where a rank waits.

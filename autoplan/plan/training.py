@@ -7,10 +7,8 @@ from dataclasses import dataclass
 
 from autoplan.errors import InputError
 from autoplan.profile.assumptions import SoftwareStack
-from autoplan.profile.formats import is_fp8
+from autoplan.profile.formats import BYTES_PER_ELEMENT, is_fp8
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
-"""bytes of an activation element: fp8 training keeps 16-bit activations (only GEMM operands are fp8)"""
 FP8_WEIGHT_COPY_BYTES = 2
 """fp8 training's extra bytes per parameter of a layer while it runs: the fp8 copy of its weights and
 the transpose (Hopper's fp8 GEMMs take both operands K-major, so the weight-gradient GEMM needs the

@@ -55,11 +55,9 @@ from autoplan.errors import InputError
 from autoplan.models.shapes import ModelShape, forward_flops_per_sample
 from autoplan.models.transformer import tp_degrees_allowed
 from autoplan.profile.assumptions import DEFAULT_STACK, KERNELS, KernelAssumptions, SoftwareStack, stack as stack_named
-from autoplan.profile.formats import (ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming, ModelProfile,
-                                      is_fp8)
+from autoplan.profile.formats import (BYTES_PER_ELEMENT, ClusterProfile, LayerInfo, LayerKindProfile, LayerTiming,
+                                      ModelProfile, is_fp8)
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
-"""activations and weights in fp8 training are 16-bit; only the block's GEMM operands are fp8"""
 TOKEN_ID_BYTES = 8          # int64 token ids
 LOSS_SOFTMAX_BYTES = 4      # cross-entropy computes log-softmax in fp32
 

@@ -15,9 +15,11 @@ adds communication, with or without overlap.  Three kinds of input feed it:
   autoplan's own executor (the default for catalogue clusters); the others describe published
   training systems, so that ``benchmarks/published_runs.py`` costs each published run as it ran.
 
-None of these constants was fitted to the published runs: each cites the evidence it comes from
-(a datasheet, a kernel benchmark, a framework's documentation or source).  Where the evidence is
-a range, the midpoint is taken and said so.
+One of these constants was fitted to the published runs, the sustained fraction of each chip
+(:attr:`KernelAssumptions.sustained_fraction`; ``benchmarks/published_runs.py`` prints its
+leave-one-source-out error); every other cites the evidence it comes from (a datasheet, a kernel
+benchmark, a framework's documentation or source).  Where the evidence is a range, the midpoint is
+taken and said so.
 
 Run::
 

@@ -40,7 +40,10 @@ MODEL_PROFILE_VERSION = 1
 CLUSTER_PROFILE_VERSION = 1
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 LINK_CLASSES = ("intra_node", "inter_node")
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp8-rowwise")
+BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
+"""bytes of an activation element in each training precision: fp8 training keeps 16-bit activations
+and weights (only the GEMM operands are fp8)"""
+PRECISIONS = tuple(BYTES_PER_ELEMENT)
 """fp8: bf16 mixed precision whose block GEMMs run in fp8 with one scale per tensor (Transformer
 Engine's delayed or current scaling, torchao's tensorwise); fp8-rowwise: one scale per row
 (torchao's rowwise recipe)"""
@@ -49,6 +52,8 @@ Engine's delayed or current scaling, torchao's tensorwise); fp8-rowwise: one sca
 def is_fp8(precision: str) -> bool:
     """fp8 training of either scaling (:data:`PRECISIONS`)."""
     return precision.startswith("fp8")
+
+
 MAX_DEVICES = 2 ** 20
 """largest cluster (devices, and so any group size) a profile may describe: 1M, far above 16,384-GPU jobs"""
 MAX_BATCH = 2 ** 20
