@@ -60,3 +60,44 @@ def test_order_and_inflight_counts_agree(schedule, vps):
                         peak = [max(a, b) for a, b in zip(peak, held)]
                     vecs = inflight_vectors(schedule, pp, vp, m, rank)
                     assert [max(v[i] for v in vecs) for i in range(vp)] == peak, (schedule, pp, vp, m, rank)
+
+
+def test_peak_moments_gradients_from_first_backward():
+    from autoplan.plan.schedules import peak_moments
+    # 1F1B, pp=4: at m = pp the first rank runs every forward before a backward, so its four
+    # micro-batches never meet its gradients; with a steady state (m > pp) they do
+    assert peak_moments("1f1b", 4, 1, 4, 0) == (((3,), (1,)), ((4,), (0,)))
+    assert peak_moments("1f1b", 4, 1, 8, 0) == (((4,), (1,)),)
+    assert peak_moments("1f1b", 4, 1, 4, 1) == (((3,), (1,)),)
+    assert peak_moments("gpipe", 4, 1, 8, 2) == (((7,), (1,)), ((8,), (0,)))
+    # interleaved, m = pp: rank 0's warm-up runs all 8 chunk forwards; its second chunk's backward comes first
+    assert peak_moments("interleaved", 4, 2, 4, 0) == (((3, 0), (1, 1)), ((4, 3), (0, 1)), ((4, 4), (0, 0)))
+
+
+@pytest.mark.parametrize("framework,first_rank_grows", [("autoplan", True), ("megatron", False)])
+def test_memory_counts_gradients_only_once_made(framework, first_rank_grows):
+    """1F1B on 8 pipeline ranks, m = pp and 2pp: under autoplan's executor (gradients set to None
+    after each step) the first rank's peak at m = pp is the larger of pp micro-batches without its
+    gradients and pp - 1 with them, so it grows by min(gradients, one micro-batch) up to m = 2pp;
+    the other ranks hold the same at both. Megatron's gradient buffer exists from the start: no
+    rank changes."""
+    from autoplan.plan.api import estimate_problem, make_problem
+    from autoplan.plan.coefficients import costs_for_layout
+    from autoplan.plan.timeline import per_rank_sums
+
+    units = ["embed"] + [f"block.{i}" for i in range(8)] + ["head"]
+    stages = [units[:2]] + [[u] for u in units[2:-2]] + [units[-2:]]
+    mem = {}
+    for m in (8, 16):
+        pb = make_problem("gpt-small", "dgx-a100-80gb:1", m, framework=framework)
+        lay, pred = estimate_problem(pb, Layout(pp=8, num_microbatches=m, schedule="1f1b", stages=stages))
+        mem[m] = pred.memory_per_stage_bytes
+        costs = costs_for_layout(pb.profile, pb.cluster, lay, pb.train)
+        (late,) = per_rank_sums(lay, costs, "late_grad_bytes")
+        per_mb = sum(costs[n].act_bytes for n in stages[0]) + costs[stages[0][-1]].held_out_bytes
+    assert mem[8][1:] == mem[16][1:]
+    if first_rank_grows:
+        assert late[0] > 0
+        assert mem[16][0] - mem[8][0] == pytest.approx(min(late[0], per_mb), abs=8)
+    else:
+        assert late == [0] * 8 and mem[8] == mem[16]

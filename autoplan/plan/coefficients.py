@@ -73,6 +73,15 @@ class LayerCost:
     """what this layer holds on one device during the optimizer step, when activations and
     autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
     temporaries (foreach AdamW's sqrt(v) buffer on CUDA)"""
+    late_grad_bytes: int = 0
+    """the part of ``static_bytes`` that is gradients the step's first backward of the layer makes:
+    autoplan's executor with a pipeline sets gradients to None after the optimizer step
+    (``zero_grad(set_to_none=True)``) and holds no gradient buckets there (FSDP2's accumulated and
+    sharded gradients are made by backward too), so a rank's moments before a chunk's first
+    backward (the warm-up's forwards) are without them (:func:`autoplan.plan.schedules.peak_moments`).
+    0 without a pipeline (one micro-batch in flight: ``grads_replace_acts`` or accumulated
+    gradients) and for other stacks: Megatron's contiguous gradient buffer and DeepSpeed's
+    exist from the start"""
 
     @property
     def per_microbatch_s(self) -> float:
@@ -207,7 +216,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     grad_bytes = params * sh.g_b          # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
     weight_bytes = params * sh.c_b        # what FSDP gathers (param_dtype) and computes with
     dp_sync, optimizer = _data_parallel_terms(sh, kind, params, t, optimizer)
-    static, optimizer_phase = _state_bytes(sh, params)
+    static, optimizer_phase, late_grads = _state_bytes(sh, params)
     if sh.grads_replace_acts:
         static -= grad_bytes
         act = max(act, grad_bytes)
@@ -221,7 +230,8 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         buffer_bytes=int(math.ceil(out_b)), held_out_bytes=int(math.ceil(out_b)) if sh.executor else 0,
         full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
         fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
-        optimizer_phase_bytes=int(math.ceil(optimizer_phase)))
+        optimizer_phase_bytes=int(math.ceil(optimizer_phase)),
+        late_grad_bytes=int(math.ceil(late_grads)) if sh.executor and layout.pp > 1 else 0)
     _check_range(cost, kind_name, layout)
     return cost
 
@@ -377,27 +387,30 @@ def _data_parallel_terms(sh: _Shared, kind, params: float, t, optimizer: float) 
     return exposed_s(rs, bwd, overlap) + exposed_s(ag, fwd, overlap), optimizer
 
 
-def _state_bytes(sh: _Shared, params: float) -> tuple[float, float]:
-    """(bytes held during the step, bytes held during the optimizer step) of one layer's
-    parameters, gradients and optimizer state on one device (cost.py docstring, "Memory")."""
+def _state_bytes(sh: _Shared, params: float) -> tuple[float, float, float]:
+    """(bytes held during the step, bytes held during the optimizer step, the gradients among the
+    former) of one layer's parameters, gradients and optimizer state on one device (cost.py
+    docstring, "Memory")."""
     w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
     if sh.ddp:
-        return params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b)
+        return (params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b),
+                params * 2 * g_b)
     if sh.fsdp:
         dp, stack, zero = sh.layout.grad_group, sh.stack, sh.layout.zero
         whole_grads = sh.accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)
         if sh.executor or zero == 3:
             # FSDP2 over fp32 shards (autoplan's executor at every level; any ZeRO-3): shards, plus the
             # gathered 16-bit weights kept from forward to backward below ZeRO-3
-            static = params * ((w_b + g_b + o_b) / dp + (c_b if zero < 3 else 0) + (g_b if whole_grads else 0))
+            grads = g_b / dp + (g_b if whole_grads else 0)
+            static = params * ((w_b + o_b) / dp + grads + (c_b if zero < 3 else 0))
         else:
             # 16-bit weights whole on every rank (they are the weights computed with); ZeRO-1 (Megatron's
             # distributed optimizer) keeps a whole gradient buffer and shards the fp32 state; ZeRO-2
             # shards the gradients too, keeping them whole while accumulating
             grads = g_b if zero == 1 else g_b / dp + (g_b if whole_grads else 0)
             static = params * (w_b + grads + o_b / dp)
-        return static, params * (w_b + g_b + o_b + sh.opt_temp_b) / dp
-    return params * (w_b + g_b + o_b + sh.cast_b), params * (w_b + g_b + o_b + sh.opt_temp_b)
+        return static, params * (w_b + g_b + o_b + sh.opt_temp_b) / dp, params * grads
+    return params * (w_b + g_b + o_b + sh.cast_b), params * (w_b + g_b + o_b + sh.opt_temp_b), params * g_b
 
 
 MAX_TERM_S = 1e9

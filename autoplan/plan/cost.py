@@ -75,7 +75,8 @@ precision, else 4)::
                                                   (FSDP2 accumulates them in fp32, its reduce dtype)
     acts     = max over the rank's peak moments of sum_i n_i * act(chunk i)   (act after TP/SP and
                recomputation; n_i micro-batches of local chunk i in flight, ``schedules.inflight_vectors``:
-               1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved)
+               1 without PP, m for GPipe, min(m, pp-r) for 1F1B, torch's order for interleaved),
+               static less the gradients not made yet at that moment (below)
     buffers  = the pipeline's own memory, ``pipeline_buffers`` (plan/memory.py): receive buffers in
                transit, one per side of a cut (``LayerCost.buffer_bytes``: each lives from its receive
                to the backward that consumes it, as in Megatron and in autoplan's executor, whose
@@ -99,7 +100,13 @@ zero them with ``set_to_none``). With one micro-batch, one pipeline stage and no
 device, or pure TP) nothing else holds them while activations are alive: backward frees a layer's
 activations as it makes its gradients, so a layer is counted at max(act_l, P_l * g) instead of both
 (the ``activations`` term then holds the larger). Everywhere else gradients coexist with
-activations (accumulation over micro-batches, 1F1B's interleaved backwards, DP's buckets and shards).
+activations (accumulation over micro-batches, 1F1B's interleaved backwards, DP's buckets and shards),
+but not before they are made: with a pipeline, a rank's memory is the largest over the moments of
+its schedule (:func:`~autoplan.plan.schedules.peak_moments`), and at a moment before a chunk's first
+backward of the step that chunk's gradients (``LayerCost.late_grad_bytes``, FSDP2's accumulated and
+sharded ones included) do not exist yet: GPipe's end of the forward, 1F1B's first ranks when m is
+at most pp - r, interleaved's warm-up. The stacks of Megatron and DeepSpeed allocate their gradient
+buffers up front and count them at every moment.
 The peak of a device is the larger of the step's and the optimizer step's: the latter holds
 parameters, gradients and state (sharded as above, DDP's buckets included) plus the optimizer's
 temporaries: foreach AdamW (torch's default on CUDA) allocates one fp32 buffer per parameter for
@@ -126,7 +133,7 @@ import math
 
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
-from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
+from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -201,7 +208,9 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     overhead = cluster.calibration.step_overhead_s
     step = m * t_max + bubble + dp_sync + optimizer + overhead
     extra = [w + cluster.calibration.memory_overhead_bytes for w in rank_transient_bytes(costs, layout, profile.edges)]
-    peak_act, buf = rank_pipeline_bytes(layout, costs, profile.edges, chunk_act)
+    peak_act, buf, unmade = rank_pipeline_bytes(layout, costs, profile.edges, chunk_act,
+                                                chunk_sums(layout, costs, "late_grad_bytes"))
+    static = [static[r] - int(unmade[r]) for r in range(p)]     # at the peak moment
     step_mem = [static[r] + peak_act[r] + buf[r] + extra[r] for r in range(p)]
     opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
     mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]

@@ -15,7 +15,7 @@ from pathlib import Path
 from autoplan.plan.api import Problem
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.cost import evaluate
-from autoplan.plan.memory import rank_pipeline_bytes, rank_transient_bytes
+from autoplan.plan.memory import chunk_sums, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Plan, Prediction
 from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
 
@@ -42,13 +42,11 @@ def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]
     terms as :func:`autoplan.plan.cost.evaluate` (which keeps the split only for the peak rank)."""
     p = layout.pp
     (static,) = per_rank_sums(layout, costs, "static_bytes")
-    chunk_act = [[0.0] * layout.vp for _ in range(p)]
-    for j, st in enumerate(layout.stages):
-        chunk_act[j % p][j // p] += sum(costs[n].act_bytes for n in st)
-    acts, buf = rank_pipeline_bytes(layout, costs, problem.profile.edges, chunk_act)
+    acts, buf, unmade = rank_pipeline_bytes(layout, costs, problem.profile.edges, chunk_sums(layout, costs, "act_bytes"),
+                                            chunk_sums(layout, costs, "late_grad_bytes"))
     extra = rank_transient_bytes(costs, layout, problem.profile.edges)
     overhead = problem.cluster.calibration.memory_overhead_bytes
-    return [{"params_grads_optimizer": static[r], "activations": int(math.ceil(acts[r])),
+    return [{"params_grads_optimizer": static[r] - int(unmade[r]), "activations": int(math.ceil(acts[r])),
              "pipeline_buffers": int(math.ceil(buf[r])), "workspace": extra[r] + overhead} for r in range(p)]
 
 

@@ -14,11 +14,14 @@ cross boundary b | b+1. Then::
     dp_sync_r      D >= sum_{j in r} dp(j)
     optimizer_r    O >= sum_{j in r} opt(j)
     memory_r_k     sum_{j in r} static(j) + sum_i n_k,i * (act + held)(chunk r + i*pp)
+                   - sum_{i: g_k,i = 0} late(chunk r + i*pp)
                    + sum_{b: b mod pp = r} buf(b) + sum_{b: (b+1) mod pp = r} buf(b) + workspace <= M
-                   for every in-flight vector n_k of rank r (schedules.inflight_vectors: the moments that
-                   can be its peak; one vector (1), (m) or (min(m, pp-r)) without interleaving);
-                   held(j) = held_out(j) for j < S-1 (what chunk j sends), the model outputs' for
-                   j = S-1 (S > 1), plan/memory.py
+                   for every moment k of rank r that can be its peak (schedules.memory_moments: n_k,i
+                   micro-batches in flight on local chunk i, g_k,i = 1 once chunk i has run a backward;
+                   late = the gradients backward makes, LayerCost.late_grad_bytes, 0 but in autoplan's
+                   executor with a pipeline; without them one vector (1), (m) or (min(m, pp-r)) without
+                   interleaving); held(j) = held_out(j) for j < S-1 (what chunk j sends), the model
+                   outputs' for j = S-1 (S > 1), plan/memory.py
 
 which is exactly ``cost.evaluate``'s step time and memory for the placement, so the optimum is the
 best placement under the cost model (tests check it against brute force). Two formulations supply
@@ -94,7 +97,7 @@ import pulp
 from autoplan.errors import InputError
 from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import inflight_floor, inflight_microbatches, inflight_vectors, pipeline_schedule
+from autoplan.plan.schedules import grads_at_inflight_peak, inflight_floor, inflight_microbatches, memory_moments
 from autoplan.profile.hardware import GIB
 from autoplan.plan.graph import is_chain
 from autoplan.plan.plan import Layout
@@ -301,13 +304,19 @@ class PlacementILP:
         return self.chunk_sum(j, "act_bytes") + held
 
     def memory_exprs(self, r: int) -> list:
-        """Rank r's memory at each moment that can be its peak: one expression per in-flight vector
-        (n_i micro-batches of local chunk i, :func:`autoplan.plan.schedules.inflight_vectors`)."""
-        lay = self.layout
-        vecs = inflight_vectors(pipeline_schedule(lay), self.p, self.v, self.m, r)
-        return [self.memory_fixed(r) + pulp.lpSum(n * self.chunk_inflight(r + i * self.p)
-                                                  for i, n in enumerate(vec) if n)
-                for vec in vecs]
+        """Rank r's memory at each moment that can be its peak: one expression per moment (n_i
+        micro-batches of local chunk i, g_i whether chunk i has made its gradients,
+        :func:`autoplan.plan.schedules.memory_moments`)."""
+        def expr(held: tuple[int, ...], grads: tuple[int, ...]):
+            out = self.memory_fixed(r) + pulp.lpSum(n * self.chunk_inflight(r + i * self.p) for i, n in enumerate(held) if n)
+            unmade = [self.chunk_sum(r + i * self.p, "late_grad_bytes") for i, g in enumerate(grads) if not g]
+            return out - pulp.lpSum(unmade) if unmade else out
+        return [expr(held, grads) for held, grads in memory_moments(self.layout, r, self.late_grads)]
+
+    @property
+    def late_grads(self) -> bool:
+        """Whether some layer's gradients are made by its first backward (``LayerCost.late_grad_bytes``)."""
+        return any(c.late_grad_bytes for c in self.cost.values())
 
     def add_memory(self) -> None:
         # rows are scaled to units of GiB: byte-sized coefficients (1e10) next to second-sized ones
@@ -658,14 +667,21 @@ class TiedChainILP(PlacementILP):
         return blk + (getattr(self.first, attr) - blk) * self.z0 if b == 0 else blk
 
     def memory_exprs(self, r: int) -> list:
-        """The rank's activations at the peak of an even spread over its chunks
-        (:func:`autoplan.plan.schedules.inflight_microbatches`: what the relaxation of tied.py uses,
-        so its bounds stay valid), and with interleaving each in-flight vector on the chunks'
-        own counts as well (what ``cost.evaluate`` checks)."""
-        k = inflight_microbatches(self.layout, r)
+        """Without interleaving, the rank's memory at each moment that can be its peak
+        (:func:`autoplan.plan.schedules.memory_moments`; the relaxation of tied.py takes one of
+        them). With interleaving, the rank's activations at the peak of an even spread over its
+        chunks (:func:`autoplan.plan.schedules.inflight_microbatches`: what the relaxation uses, so
+        its bounds stay valid), and each moment on the chunks' own counts as well (what
+        ``cost.evaluate`` checks)."""
         held = self.rank_send(r, "held_out_bytes") + (self.last.held_out_bytes if r == self.p - 1 and self.S > 1 else 0.0)
-        rows = [self.memory_fixed(r) + k * self.rank_sum(r, "act_bytes") + self.chain.held_inflight[r] * held]
-        return rows + (super().memory_exprs(r) if self.v > 1 else [])
+
+        def row(n_act: float, n_held: float, grads: int):
+            expr = self.memory_fixed(r) + n_act * self.rank_sum(r, "act_bytes") + n_held * held
+            return expr if grads else expr - self.rank_sum(r, "late_grad_bytes")
+        if self.v == 1:
+            return [row(n, n, g) for (n,), (g,) in memory_moments(self.layout, r, self.late_grads)]
+        rows = [row(inflight_microbatches(self.layout, r), self.chain.held_inflight[r], self.chain.grads_inflight[r])]
+        return rows + super().memory_exprs(r)
 
     def set_objective(self) -> None:
         super().set_objective()
@@ -746,6 +762,7 @@ def tied_chain(order: list[str], cost: dict[str, LayerCost], layout: Layout, mem
                      block=block, first=cost[order[0]], last=cost[order[-1]],
                      inflight=tuple(inflight_microbatches(layout, r) for r in range(layout.pp)),
                      held_inflight=tuple(inflight_floor(layout, r) for r in range(layout.pp)),
+                     grads_inflight=tuple(grads_at_inflight_peak(layout, r) for r in range(layout.pp)),
                      memory_bytes=memory_bytes, workspace_bytes=workspace, full_workspace_bytes=full_ws,
                      last_workspace_bytes=last_ws)
 

@@ -94,17 +94,31 @@ def chunk_held_bytes(crossings: list[list[tuple[str, str]]], stages: list[list[s
 
 
 def rank_pipeline_bytes(layout: Layout, costs: dict[str, LayerCost], edges: list[tuple[str, str]],
-                        chunk_act: list[list[float]]) -> tuple[list[float], list[float]]:
-    """Per pipeline rank, at its peak moment: (activations, pipeline buffers), where ``chunk_act[r][i]``
-    are the activations per micro-batch of rank r's local chunk i and the buffers are the receive
-    buffers in transit plus the outputs its chunks keep for their in-flight micro-batches."""
+                        chunk_act: list[list[float]], chunk_late_grads: list[list[float]] | None = None,
+                        ) -> tuple[list[float], list[float], list[float]]:
+    """Per pipeline rank, at its peak moment (:func:`autoplan.plan.schedules.peak_moments`):
+    (activations, pipeline buffers, gradients not made yet), where ``chunk_act[r][i]`` are the
+    activations per micro-batch of rank r's local chunk i, ``chunk_late_grads[r][i]`` the gradients
+    its first backward makes (``LayerCost.late_grad_bytes``; None: all there from the start), the
+    buffers the receive buffers in transit plus the outputs its chunks keep for their in-flight
+    micro-batches, and the last part is what the rank's ``static_bytes`` hold beyond that moment."""
     p = layout.pp
     crossings = boundary_crossings(edges, layout.stages)
     held = chunk_held_bytes(crossings, layout.stages, costs, model_outputs(list(costs), edges))
     buf = rank_buffer_bytes(crossings, costs, p)
-    acts, pipes = [], []
+    acts, pipes, unmade = [], [], []
     for r in range(p):
-        a, h = peak_inflight_bytes(layout, r, chunk_act[r], [held[r + i * p] for i in range(layout.vp)])
+        a, h, u = peak_inflight_bytes(layout, r, chunk_act[r], [held[r + i * p] for i in range(layout.vp)],
+                                      chunk_late_grads[r] if chunk_late_grads is not None else None)
         acts.append(a)
         pipes.append(buf[r] + h)
-    return acts, pipes
+        unmade.append(u)
+    return acts, pipes, unmade
+
+
+def chunk_sums(layout: Layout, costs: dict[str, LayerCost], attr: str) -> list[list[float]]:
+    """``attr`` summed over each local chunk of each pipeline rank: ``out[r][i]`` for chunk ``r + i*pp``."""
+    out = [[0.0] * layout.vp for _ in range(layout.pp)]
+    for j, st in enumerate(layout.stages):
+        out[j % layout.pp][j // layout.pp] += sum(getattr(costs[n], attr) for n in st)
+    return out

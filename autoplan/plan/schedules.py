@@ -160,12 +160,58 @@ def schedule_order(schedule: str, *, pp: int, vp: int, m: int, rank: int) -> lis
     return ops
 
 
+def rank_order(schedule: str, pp: int, vp: int, m: int, rank: int) -> list[tuple[str, int]]:
+    """:func:`schedule_order` of ``rank`` as (kind, local chunk index) pairs, micro-batches dropped:
+    what the memory moments follow (chunk ``rank + i*pp`` is local chunk i)."""
+    return [(kind, (chunk - rank) // pp) for kind, chunk, _ in schedule_order(schedule, pp=pp, vp=vp, m=m, rank=rank)]
+
+
+def _undominated(moments: list[tuple[tuple[int, ...], ...]]) -> tuple:
+    """The distinct moments no other one equals or exceeds in every entry, sorted."""
+    flat = {m: sum(m, ()) for m in moments}
+    return tuple(sorted(m for m, v in flat.items()
+                        if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in flat.values())))
+
+
+@lru_cache(maxsize=8192)
+def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """The moments of a step that can be pipeline rank ``rank``'s memory peak, as ``(held, grads)``:
+    ``held[i]`` micro-batches whose activations local chunk i (chunk ``rank + i*pp``) holds, and
+    ``grads[i]`` 1 once chunk i has run a backward in this step. Where gradients are made by the
+    step's first backward (autoplan's executor: ``LayerCost.late_grad_bytes``), a chunk's gradients
+    exist only where ``grads[i]``. A moment is taken after every forward and every backward of
+    :func:`rank_order`; one that another equals or exceeds in both is left out::
+
+        no PP           ((1,), (1,))           one micro-batch at a time; accumulated gradients
+                                               counted (one micro-batch: ``grads_replace_acts``)
+        GPipe           ((m,), (0,)), ((m-1,), (1,))      end of the forward; after the first backward
+        1F1B, w = min(m, pp - rank)
+                        ((w,), (1,))           m > w: a forward after the first backward
+                        ((w,), (0,)), ((w-1,), (1,))      m = w: every forward before a backward
+
+    So at m = pp the first rank's peak is its warm-up, before any gradient exists. Backward frees a
+    layer's activations as it makes its gradients, so inside a backward memory lies between the
+    moments before and after it (for layers alike; the workspace covers one layer's transient)."""
+    if pp == 1:
+        return (((1,), (1,)),)
+    held, grads = [0] * vp, [0] * vp
+    seen = []
+    for kind, i in rank_order(schedule, pp, vp, m, rank):
+        if kind == "F":
+            held[i] += 1
+        else:
+            held[i] -= 1
+            grads[i] = 1
+        seen.append((tuple(held), tuple(grads)))
+    return _undominated(seen)
+
+
 @lru_cache(maxsize=8192)
 def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tuple[int, ...], ...]:
     """Micro-batches whose activations pipeline rank ``rank`` holds per local chunk (chunk
-    ``rank + i*pp`` for i = 0..vp-1), at every moment that can be its memory peak (the vectors no
-    other moment exceeds in every chunk). The rank's activation peak is the largest
-    ``sum_i n_i * act(chunk i)`` over them::
+    ``rank + i*pp`` for i = 0..vp-1), at every moment that can be its activation peak (the held
+    vectors of :func:`peak_moments` no other exceeds in every chunk). The rank's activation peak is
+    the largest ``sum_i n_i * act(chunk i)`` over them::
 
         no PP           (1,)                   one micro-batch at a time (gradient accumulation)
         GPipe           (m,)                   every forward before the first backward
@@ -174,21 +220,7 @@ def inflight_vectors(schedule: str, pp: int, vp: int, m: int, rank: int) -> tupl
                         matter, e.g. pp=4, vp=2, m=8: rank 1 holds all 8 micro-batches of its
                         first chunk while its second drains
     """
-    if pp == 1:
-        return ((1,),)
-    if schedule == "gpipe":
-        return ((m,) + (0,) * (vp - 1),)
-    if schedule != "interleaved":
-        return ((warmup_forwards(schedule, pp=pp, vp=vp, m=m, rank=rank),),)
-    held = [0] * vp
-    seen: list[tuple[int, ...]] = []
-    for kind, i in interleaved_order(pp, vp, m, rank):
-        held[i] += 1 if kind == "F" else -1
-        if kind == "F":
-            seen.append(tuple(held))
-    keep = [v for v in set(seen)
-            if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in seen)]
-    return tuple(sorted(keep))
+    return tuple(held for (held,) in _undominated([(held,) for held, _ in peak_moments(schedule, pp, vp, m, rank)]))
 
 
 def pipeline_s(tau: list[float], chunk_s: list[float], layout: PipelineShape) -> float:
@@ -251,17 +283,40 @@ def inflight_floor(layout: PipelineShape, rank: int) -> int:
     return max(min(v) for v in vecs)
 
 
+def grads_at_inflight_peak(layout: PipelineShape, rank: int) -> int:
+    """1 when every local chunk of ``rank`` has run a backward at a moment it holds the most
+    micro-batches (:func:`inflight_microbatches`'s moment), else 0: whether a bound taken at that
+    moment may count the gradients that backward makes (``LayerCost.late_grad_bytes``)."""
+    moments = peak_moments(pipeline_schedule(layout), layout.pp, layout.vp, layout.num_microbatches, rank)
+    top = max(sum(held) for held, _ in moments)
+    return max(min(grads) for held, grads in moments if sum(held) == top)
+
+
 def peak_activation_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float]) -> float:
     """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
     return peak_inflight_bytes(layout, rank, chunk_act_bytes, [0.0] * len(chunk_act_bytes))[0]
 
 
-def peak_inflight_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float],
-                        chunk_held_bytes: list[float]) -> tuple[float, float]:
-    """``(activations, held outputs)`` of ``rank`` at the moment the two together peak, its local
-    chunks holding ``chunk_act_bytes`` and ``chunk_held_bytes`` per in-flight micro-batch."""
-    vecs = inflight_vectors(pipeline_schedule(layout), layout.pp, layout.vp,
-                            layout.num_microbatches, rank)
-    parts = [(sum(n * a for n, a in zip(v, chunk_act_bytes)), sum(n * h for n, h in zip(v, chunk_held_bytes)))
-             for v in vecs]
-    return max(parts, key=sum)
+def memory_moments(layout: PipelineShape, rank: int, late_grads: bool) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """The ``(held, grads)`` moments that can be ``rank``'s memory peak: :func:`peak_moments` where
+    some layer's gradients are made late (``late_grads``), else :func:`inflight_vectors` with every
+    gradient there (fewer moments: the others hold less)."""
+    schedule = pipeline_schedule(layout)
+    if late_grads:
+        return peak_moments(schedule, layout.pp, layout.vp, layout.num_microbatches, rank)
+    return tuple((held, (1,) * layout.vp)
+                 for held in inflight_vectors(schedule, layout.pp, layout.vp, layout.num_microbatches, rank))
+
+
+def peak_inflight_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float], chunk_held_bytes: list[float],
+                        chunk_late_grad_bytes: list[float] | None = None) -> tuple[float, float, float]:
+    """``(activations, held outputs, gradients not made yet)`` of ``rank`` at its peak moment
+    (:func:`memory_moments`): the one where activations + held outputs - gradients not made yet is
+    largest, its local chunks holding ``chunk_act_bytes`` and ``chunk_held_bytes`` per in-flight
+    micro-batch and making ``chunk_late_grad_bytes`` of gradients in their first backward (None:
+    every gradient counted at every moment)."""
+    late = chunk_late_grad_bytes or [0.0] * layout.vp
+    parts = [(sum(n * a for n, a in zip(held, chunk_act_bytes)), sum(n * h for n, h in zip(held, chunk_held_bytes)),
+              sum(x for g, x in zip(grads, late) if not g))
+             for held, grads in memory_moments(layout, rank, any(late))]
+    return max(parts, key=lambda x: x[0] + x[1] - x[2])

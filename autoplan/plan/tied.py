@@ -4,7 +4,8 @@ Under the cost model a rank's time and memory depend only on how many blocks of 
 mode it holds, n[r,c], and on three global 0/1 choices: chunk 0 holds only the
 first layer (z0), chunk S-1 only the last (z1), some block is fully recomputed (u: every rank then
 holds the full-recompute workspace). With t_c, w_rc = static_c + k_r * act_c, dp_c, opt_c the
-per-block coefficients of mode c on rank r (k_r: in-flight micro-batches), and the rank's fixed
+per-block coefficients of mode c on rank r (k_r: in-flight micro-batches; static_c without the
+gradients backward makes where they do not exist yet at that moment), and the rank's fixed
 parts F_r (first/last layers, boundary sends, buffers and held outputs, workspace)::
 
     tau_r  = sum_c t_c n[r,c] + Ft_r(z0)          mem_r = sum_c w_rc n[r,c] + Fm_r(z0, u) <= M
@@ -81,6 +82,10 @@ class TiedChain:
     """h_r: micro-batches every chunk of rank r holds at once (:func:`autoplan.plan.schedules.inflight_floor`;
     k_r without interleaving), the multiplier of the outputs its chunks keep: a lower bound of
     their peak, so the relaxation stays one"""
+    grads_inflight: tuple[int, ...]
+    """g_r: 1 where rank r's gradients all exist at its k_r moment
+    (:func:`autoplan.plan.schedules.grads_at_inflight_peak`); 0 takes the gradients made by
+    backward (``LayerCost.late_grad_bytes``) out of its memory, so the relaxation stays one"""
     memory_bytes: float
     workspace_bytes: float
     """placement-independent workspace, without the optional full-recompute one"""
@@ -104,7 +109,8 @@ class TiedChain:
         return sum(getattr(self.block[c], a) for a in TIME_ATTRS)
 
     def block_memory_bytes(self, r: int, c: str) -> float:
-        return self.block[c].static_bytes + self.inflight[r] * self.block[c].act_bytes
+        b = self.block[c]
+        return b.static_bytes - (1 - self.grads_inflight[r]) * b.late_grad_bytes + self.inflight[r] * b.act_bytes
 
     def fixed(self, r: int, attr: str) -> float:
         """The first/last layers' part of ``attr`` on rank r."""
@@ -133,7 +139,8 @@ class TiedChain:
         r_const, r_coef = self.boundary_parts(r, "buffer_bytes", recv=True)
         h_const, h_coef = self.boundary_parts(r, "held_out_bytes", recv=False)
         held = h_const + h_coef * z0 + (self.last.held_out_bytes if r == self.p - 1 and self.S > 1 else 0.0)
-        return (self.fixed(r, "static_bytes") + self.inflight[r] * self.fixed(r, "act_bytes") + self.held_inflight[r] * held
+        return (self.fixed(r, "static_bytes") - (1 - self.grads_inflight[r]) * self.fixed(r, "late_grad_bytes")
+                + self.inflight[r] * self.fixed(r, "act_bytes") + self.held_inflight[r] * held
                 + s_const + r_const + (s_coef + r_coef) * z0 + self.workspace_bytes + self.full_workspace_bytes * u
                 + (self.last_workspace_bytes if r == self.p - 1 else 0.0))
 
