@@ -58,8 +58,9 @@ class LayerCost:
     """pipeline receive buffers a cut after this layer holds on each side at a time: the
     activation on the receiving chunk and its gradient on the sending chunk, each from its receive
     until the backward that consumes it (Megatron's p2p; autoplan's executor since its receive
-    buffers are allocated just in time, :mod:`autoplan.execute.pp_buffers`): ``out_bytes``, one
-    in transit per side. A received activation that waits for its backward is the chunk's input,
+    buffers are allocated just in time, :mod:`autoplan.execute.pp_buffers`): what crosses the cut,
+    one in transit per side (``out_bytes``; 1/tp of it where the stack sends a slice, Megatron's
+    scatter/gather). A received activation that waits for its backward is the chunk's input,
     which its first layer saves (``act_bytes``), so it is not counted again"""
     held_out_bytes: int = 0
     """what a chunk whose output this layer makes keeps per in-flight micro-batch, beyond its
@@ -227,7 +228,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
         static_bytes=int(math.ceil(static)),
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
-        buffer_bytes=int(math.ceil(out_b)), held_out_bytes=int(math.ceil(out_b)) if sh.executor else 0,
+        buffer_bytes=int(math.ceil(out_b / shard if _sends_slice(sh, kind_name, shard) else out_b)), held_out_bytes=int(math.ceil(out_b)) if sh.executor else 0,
         full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
         fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
         optimizer_phase_bytes=int(math.ceil(optimizer_phase)),
@@ -322,6 +323,15 @@ def _context_parallel_terms(sh: _Shared, t, shard: int, is_block: bool) -> tuple
     return comm, kept
 
 
+def _sends_slice(sh: _Shared, kind_name: str, shard: int) -> bool:
+    """Whether 1/tp of the boundary tensor crosses a pipeline cut: Megatron's scatter/gather, or the
+    sequence-parallel slice a Megatron stage hands over as it is."""
+    stack = sh.stack
+    if stack is None or shard == 1 or kind_name == "head":
+        return False
+    return stack.pp_scatter_gather or (sh.layout.sp and stack.sp_slice_between_stages)
+
+
 def _p2p_s(sh: _Shared, kind_name: str, shard: int, out_b: float) -> float:
     """Sending the layer's output to the next pipeline stage and its gradient back, per micro-batch."""
     layout, stack, cluster = sh.layout, sh.stack, sh.cluster
@@ -329,9 +339,8 @@ def _p2p_s(sh: _Shared, kind_name: str, shard: int, out_b: float) -> float:
         return 0.0
     send_b = out_b
     gather = 0.0
-    if stack is not None and stack.pp_scatter_gather and shard > 1 and kind_name != "head":
-        # send 1/tp of the boundary tensor, all-gather it over NVLink on arrival (with
-        # sequence parallel the next stage takes the slice as it is)
+    if _sends_slice(sh, kind_name, shard):
+        # send 1/tp of the boundary tensor, all-gather it over NVLink on arrival
         send_b = out_b / shard
         gather = 0.0 if layout.sp else collective_s(cluster, "all_gather", out_b, layout.tp, sh.tp_x)
     p2p = 2 * (cluster.collective_time_s("send_recv", send_b, 2, sh.pp_x) + gather)

@@ -178,6 +178,10 @@ class SoftwareStack:
     (all-gather K,V before attention, reduce-scatter their gradients after it; not overlapped:
     torch's allgather rotation, torchtitan's default, and autoplan's executor)"""
 
+    sp_slice_between_stages: bool = False
+    """with sequence parallel the tensor crossing a pipeline cut stays sequence-sharded, 1/tp per rank
+    (Megatron's sequence parallel keeps the residual stream sharded from the embedding to the head);
+    otherwise chunks hand over whole tensors (autoplan's executor gathers them at a chunk's end)"""
     fp8_rowwise_tp_at_16bit_rate: bool = False
     """rowwise-scaled fp8 GEMMs under tensor parallel run at the 16-bit rate (torchao through mid-2025:
     torchtitan issue 1207, "float8 rowwise vanilla TP low throughput")"""
@@ -209,19 +213,19 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
                "dp_overlap per run)"),
     SoftwareStack(
         "megatron-lm-2022", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
-        pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
+        sp_slice_between_stages=True, pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
         source="Megatron-LM as in Korthikanti et al. 2022 (sequence parallel and selective recompute): "
                "same kernels as 2021; gradients all-reduced after the backward"),
     SoftwareStack(
         "megatron-core-2024", attention="flash3", dropout=True, fused_elementwise=True, vocab_parallel=True,
-        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True,
+        sp_slice_between_stages=True, pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True,
         source="Megatron-Core r0.8 (Megatron-LM README, 'Benchmark Configuration', 2024): Transformer Engine "
                "fused attention (cuDNN, FlashAttention-3 class on H100), --overlap-grad-reduce, "
                "--overlap-param-gather, --tp-comm-overlap, p2p overlap; dropout left at Megatron's 0.1 "
                "default (not stated)", cp_exchange="ring"),
     SoftwareStack(
         "megatron-core-2025", attention="flash3", dropout=False, fused_elementwise=True, vocab_parallel=True,
-        pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True, cp_exchange="ring",
+        sp_slice_between_stages=True, pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True, cp_exchange="ring",
         source="Megatron-Core as NeMo 2 / Megatron-Bridge run it (2024-25 Llama recipes: "
                "nemo/collections/llm/recipes/llama3_*.py, hidden and attention dropout 0): Transformer Engine "
                "fused attention, distributed optimizer with --overlap-grad-reduce and --overlap-param-gather, "
