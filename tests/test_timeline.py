@@ -234,3 +234,20 @@ def test_show_refuses_a_plan_whose_profiles_are_gone(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "give --model" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "plan.png").exists()
+
+
+def test_plan_is_recosted_on_the_problem_it_records():
+    """``show`` re-costs a plan with the framework and memory budget it was solved for
+    (``Problem.from_plan``), so a megatron plan with a budget of its own is drawn as predicted."""
+    from autoplan.plan.api import Problem, complete_layout, estimate_problem, make_problem
+    from autoplan.plan.plan import SolverInfo, parse_layout_constraints
+    pb = make_problem("gpt3-1.3b", "dgx-a100-80gb:1", 16, framework="megatron", memory_per_device_bytes=40 * 2**30)
+    lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints("tp=2,pp=2,mbs=1,schedule=1f1b"), 8, 16))
+    plan = Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),
+                training=pb.training_spec(lay.world_size))
+    again = Problem.from_plan(plan)
+    assert (again.train, again.memory_per_device_bytes) == (pb.train, 40 * 2**30)
+    fig = plan_figures(plan)
+    assert fig.predicted.step_time_s == pytest.approx(pred.step_time_s, rel=1e-12)
+    assert not [n for n in fig.notes if "re-costed" in n]
+    assert fig.budget_bytes == 40 * 2**30
