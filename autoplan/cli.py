@@ -272,7 +272,7 @@ def solve(
     optimizer: str = typer.Option("adamw", help="adamw|sgd, or adamw-bf16 (16-bit Adam state; --framework megatron@2024) (sets optimizer-state memory)"),
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
-    top_k: int = typer.Option(5, help="runner-up layouts to keep"),
+    top_k: int = typer.Option(5, help="layouts to keep, the chosen one and its runner-ups (0 or 1: the chosen only)"),
     time_limit: float = typer.Option(10.0, help="solver time limit per placement ILP, seconds"),
     solver: str = typer.Option("auto", help="ILP solver: highs, cbc, or auto (HiGHS when the highspy package is "
                                             "installed, else the CBC that ships with pulp)"),

@@ -109,3 +109,11 @@ def test_search_options_refuse_what_the_cli_refuses():
     with pytest.raises(InputError, match="unknown ILP solver 'glpk'"):
         SearchOptions(solver="glpk")
     assert SearchOptions(allow_lossy=["fp16", "localsgd"]).allow_lossy == ("fp16", "localsgd")
+
+
+def test_top_k_zero_keeps_the_chosen_layout():
+    """``solve --top-k 0`` passes the check above; it keeps the chosen layout (it once kept nothing and
+    then said the model fits nowhere)."""
+    from autoplan.plan.api import solve
+    plan = solve("gpt-tiny", "dgx-a100-80gb:1", 8, options=SearchOptions(top_k=0))
+    assert plan.layout.world_size == 8 and plan.predicted.fits

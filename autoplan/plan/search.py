@@ -71,7 +71,7 @@ class SearchOptions:
     8, 16 and 32 for sequences of at least :data:`CP_SEARCH_MIN_SEQ_LEN` tokens, else only 1 (each cp
     degree multiplies the outer space, and below 8K tokens published recipes do not use it)"""
     top_k: int = 5
-    """layouts to keep: the best and runner-ups among those the search solved"""
+    """layouts to keep: the best and runner-ups among those the search solved (0 or 1: the best only)"""
     ilp_time_limit_s: float = 10.0
     mixed_recompute_time_limit_s: float = 2.0
     """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
@@ -425,7 +425,7 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
             continue      # keep runner-ups distinct in degrees and micro-batching
         best = [c for c in best if c not in same] + [cand]
         best.sort(key=_tiebreak)
-        del best[opts.top_k:]
+        del best[max(1, opts.top_k):]        # the chosen layout is always kept
     wall = time.perf_counter() - t0
     if not best:
         lay, need = smallest_memory(profile, cluster, train, scored, opts)
