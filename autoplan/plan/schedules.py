@@ -76,7 +76,7 @@ def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tu
                         ((w,), (1,))           m > w: a forward after the first backward
                         ((w,), (0,)), ((w-1,), (1,))      m = w: every forward before a backward
 
-    So at m = pp the first rank's peak is its warm-up, before any gradient exists. Backward frees a
+    So at m = pp the first rank's pp micro-batches never meet its gradients. Backward frees a
     layer's activations as it makes its gradients, so inside a backward memory lies between the
     moments before and after it (for layers alike; the workspace covers one layer's transient)."""
     if pp == 1:
