@@ -180,6 +180,15 @@ def grads_at_inflight_peak(layout: Layout, rank: int) -> int:
     return max(min(grads) for held, grads in moments if sum(held) == top)
 
 
+def grads_made_with(layout: Layout, rank: int, k: float) -> bool:
+    """Whether ``rank`` has a moment holding at least ``k`` micro-batches per local chunk on
+    average (:func:`inflight_microbatches`' measure) with every chunk's gradients made: a bound
+    taken with ``k`` in flight may then count the gradients backward makes."""
+    moments = peak_moments(layout.schedule if layout.pp > 1 else "1f1b", layout.pp, layout.vp,
+                           layout.num_microbatches, rank)
+    return any(min(grads) and sum(held) >= k * layout.vp for held, grads in moments)
+
+
 def peak_activation_bytes(layout: Layout, rank: int, chunk_act_bytes: list[float]) -> float:
     """The activation peak of ``rank`` whose local chunks hold ``chunk_act_bytes`` per micro-batch."""
     return peak_inflight_bytes(layout, rank, chunk_act_bytes, [0.0] * len(chunk_act_bytes))[0]
