@@ -81,11 +81,17 @@ def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tu
     moments before and after it (for layers alike; the workspace covers one layer's transient)."""
     if pp == 1:
         return (((1,), (1,)),)
+    if schedule != "interleaved":     # the simulation below, in closed form (GPipe: w = m)
+        w = m if schedule == "gpipe" else min(m, pp - rank)
+        return (((w,), (1,)),) if m > w else (((w - 1,), (1,)), ((w,), (0,)))
     held, grads = [0] * vp, [0] * vp
     seen = []
     for kind, i in rank_order(schedule, pp, vp, m, rank):
         if kind == "F":
             held[i] += 1
+        elif grads[i]:      # the moment before this backward holds more and the same gradients
+            held[i] -= 1
+            continue
         else:
             held[i] -= 1
             grads[i] = 1
