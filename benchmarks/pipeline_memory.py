@@ -20,11 +20,18 @@ from a profile of the model's layers measured first on this machine (mbs 1, at `
 boundary tensors (256 KiB per micro-batch; the logits 4 MiB) a visible part of a rank's memory. Per run and rank it
 prints::
 
-    schedule     m  rank  stock_MiB  jit_MiB  predicted_MiB  pred/jit  buffers_MiB
+    schedule  m  rank  stock_MiB  jit_MiB  predicted_MiB  pred/jit  buffers_MiB  recv_stock  recv_jit  bwd_done  pred_grads
 
-(``buffers_MiB``: the predicted pipeline buffers of that rank: receive buffers in transit and the
-outputs kept for in-flight micro-batches), then per schedule how much each rank's peak grows from
-one m to the next and the range of predicted/measured. Takes about 4.5 minutes on 2 cores.
+``buffers_MiB``: the predicted pipeline buffers of that rank (receive buffers in transit and the
+outputs kept for in-flight micro-batches). Measured in the same last step: ``recv_stock`` /
+``recv_jit`` the most bytes of receive buffers (activations and gradients) the rank's stages hold
+at once (read from torch's receive descriptors after every receive, forward and backward),
+``bwd_done`` how many chunk backwards the rank had finished when its jit peak came (0: none of
+its gradients is complete, autoplan's executor setting them to None after each optimizer step);
+``pred_grads``: the gradients the cost model counts at that rank's peak moment
+(``LayerCost.late_grad_bytes``, :func:`autoplan.plan.schedules.peak_moments`). Then per schedule
+how much each rank's peak and receive buffers grow from one m to the next and the range of
+predicted/measured. Takes about 4.5 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -62,18 +69,51 @@ def layout_dict(schedule: str, m: int, units: list[str]) -> dict:
                 stages=even_stages(units, PP * vp))
 
 
-def step_peak_bytes(events, start_ns: int, end_ns: int) -> int:
-    """The most bytes alive at once between ``start_ns`` and ``end_ns``, from the profiler's memory
-    events (+bytes at each allocation, -bytes at each free, counted from the profiler's start)."""
+def step_peak_bytes(events, start_ns: int, end_ns: int) -> tuple[int, int]:
+    """The most bytes alive at once between ``start_ns`` and ``end_ns`` and when, from the
+    profiler's memory events (+bytes at each allocation, -bytes at each free, counted from the
+    profiler's start)."""
     mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     live = peak = 0
+    when = start_ns
     for t, n in mem:
         if t > end_ns:
             break
         live += n
-        if t >= start_ns:
-            peak = max(peak, live)
-    return peak
+        if t >= start_ns and live > peak:
+            peak, when = live, t
+    return peak, when
+
+
+def watch_receive_buffers(par) -> dict[str, int]:
+    """Wrap the pipeline stages of ``par`` so that the returned dict's ``"bytes"`` keeps the most
+    bytes of receive buffers (activations and gradients: torch's ``_RecvInfo`` descriptors that hold
+    a buffer) alive after any receive, forward or backward, and every backward runs inside a
+    profiler range ``stage_backward``."""
+    from torch.profiler import record_function
+
+    stages = getattr(par.schedule, "_stages", None) or [par.schedule._stage]
+    seen = {"bytes": 0}
+
+    def live() -> int:
+        return sum(i.buffer.untyped_storage().nbytes() for st in stages
+                   for table in (st.args_recv_info, st.grad_recv_info) for infos in table.values()
+                   for i in infos if not i.is_root_arg and i.buffer is not None)
+
+    def watch(fn, name: str | None):
+        def call(*args, **kwargs):
+            if name is None:
+                result = fn(*args, **kwargs)
+            else:
+                with record_function(name):
+                    result = fn(*args, **kwargs)
+            seen["bytes"] = max(seen["bytes"], live())
+            return result
+        return call
+    for st in stages:
+        for name in ("get_fwd_recv_ops", "get_bwd_recv_ops", "forward_one_chunk", "backward_one_chunk"):
+            setattr(st, name, watch(getattr(st, name), "stage_backward" if name == "backward_one_chunk" else None))
+    return seen
 
 
 def worker(rank: int, port: int, shape: dict, runs: list[tuple[dict, bool]], steps: int, out_dir: str) -> None:
@@ -97,6 +137,7 @@ def worker(rank: int, port: int, shape: dict, runs: list[tuple[dict, bool]], ste
             opt = torch.optim.AdamW(par.parameters(), lr=1e-3)
             for step in range(steps):
                 tokens, labels = synthetic_batch(step, layout.global_batch, s.seq_len, s.vocab, 0)
+                recv = watch_receive_buffers(par) if step == steps - 1 else None
                 with record_function("measured_step" if step == steps - 1 else "warmup_step"):
                     par.step(par.batch_slice(tokens), par.batch_slice(labels))
                     opt.step()
@@ -104,14 +145,18 @@ def worker(rank: int, port: int, shape: dict, runs: list[tuple[dict, bool]], ste
             del par, opt
         events = prof.profiler.kineto_results.events()
         mark = next(e for e in events if e.name() == "measured_step")
-        peaks.append(step_peak_bytes(events, mark.start_ns(), mark.end_ns()))
+        peak, when = step_peak_bytes(events, mark.start_ns(), mark.end_ns())
+        done = sum(1 for e in events if e.name() == "stage_backward" and mark.start_ns() <= e.start_ns()
+                   and e.end_ns() <= when)
+        peaks.append({"peak_bytes": peak, "recv_bytes": recv["bytes"], "backwards_done": done})
         dist.barrier()
     dist.destroy_process_group()
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(peaks))
 
 
-def measure(shape: dict, runs: list[tuple[dict, bool]], steps: int) -> list[list[int]]:
-    """Per run, the measured peak bytes of each pipeline rank (one 4-process job for all runs)."""
+def measure(shape: dict, runs: list[tuple[dict, bool]], steps: int) -> list[list[dict]]:
+    """Per run and pipeline rank: the measured peak bytes, the most receive-buffer bytes alive and
+    how many chunk backwards the rank had finished when it peaked (one 4-process job for all runs)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -146,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     from autoplan.plan.coefficients import costs_for_layout
     from autoplan.plan.figures import memory_by_rank
     from autoplan.plan.plan import Layout
-
+    from autoplan.plan.timeline import per_rank_sums
     from autoplan.profile.layers import profile_model
 
     shape = replace(BUILTIN_SHAPES[args.model], seq_len=args.seq_len)
@@ -158,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     schedules = args.schedules.split(",")
     cases = [(s, m) for s in schedules for m in ms]
     runs = [(layout_dict(s, m, units), jit) for s, m in cases for jit in (False, True)]
-    key = json.dumps([shape.to_dict(), runs, args.steps])
+    key = json.dumps([shape.to_dict(), runs, args.steps, "peak, receive buffers, backwards done"])
     saved = json.loads(Path(args.measurements).read_text()) if args.measurements and Path(args.measurements).exists() \
         else {}
     if saved.get("key") == key:
@@ -171,31 +216,35 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.model} at seq_len {args.seq_len}: pp={PP} (interleaved vp=2), mbs 1, fp32, AdamW; peak per rank, MiB "
           f"(measured: torch profiler memory events; predicted: autoplan's cost model)")
     print(f"{'schedule':12} {'m':>3} {'rank':>4} {'stock_MiB':>10} {'jit_MiB':>8} {'predicted_MiB':>14} "
-          f"{'pred/jit':>8} {'buffers_MiB':>11}")
+          f"{'pred/jit':>8} {'buffers_MiB':>11} {'recv_stock':>10} {'recv_jit':>8} {'bwd_done':>8} {'pred_grads':>10}")
     table = {}
     for k, (s, m) in enumerate(cases):
         stock, jit = measured[2 * k], measured[2 * k + 1]
         pb = make_problem(args.model_profile, args.cluster, m)
         layout, pred = estimate_problem(pb, Layout.from_dict(layout_dict(s, m, units)))
-        parts = memory_by_rank(pb, layout, costs_for_layout(pb.profile, pb.cluster, layout, pb.train))
+        costs = costs_for_layout(pb.profile, pb.cluster, layout, pb.train)
+        parts = memory_by_rank(pb, layout, costs)
+        static, late = per_rank_sums(layout, costs, "static_bytes", "late_grad_bytes")
         for r in range(PP):
             p = pred.memory_per_stage_bytes[r]
-            table[s, m, r] = (stock[r], jit[r], p)
-            print(f"{s:12} {m:>3} {r:>4} {stock[r] / MIB:>10.1f} {jit[r] / MIB:>8.1f} {p / MIB:>14.1f} "
-                  f"{p / jit[r]:>8.3f} {parts[r]['pipeline_buffers'] / MIB:>11.1f}")
+            table[s, m, r] = (stock[r]["peak_bytes"], jit[r]["peak_bytes"], p, jit[r]["recv_bytes"])
+            grads = parts[r]["params_grads_optimizer"] - (static[r] - late[r])    # made by backward, at the peak
+            print(f"{s:12} {m:>3} {r:>4} {stock[r]['peak_bytes'] / MIB:>10.1f} {jit[r]['peak_bytes'] / MIB:>8.1f} "
+                  f"{p / MIB:>14.1f} {p / jit[r]['peak_bytes']:>8.3f} {parts[r]['pipeline_buffers'] / MIB:>11.1f} "
+                  f"{stock[r]['recv_bytes'] / MIB:>10.1f} {jit[r]['recv_bytes'] / MIB:>8.1f} "
+                  f"{jit[r]['backwards_done']:>8} {grads / MIB:>10.1f}")
     print(f"\nper schedule: each rank's peak growth (MiB, ranks 0/1/2/3) from one m to the next, stock and "
-          f"jit, and predicted/measured (jit) over all m and over m >= {2 * PP}")
+          f"jit, the jit receive buffers' growth, and predicted/measured (jit) over all m and over m >= {2 * PP}")
     for s in schedules:
         steps = []
         for a, b in zip(ms, ms[1:]):
-            grow = ["/".join(f"{(table[s, b, r][i] - table[s, a, r][i]) / MIB:+.1f}" for r in range(PP)) for i in (0, 1)]
-            steps.append(f"m {a}->{b}: stock {grow[0]}, jit {grow[1]}")
+            grow = ["/".join(f"{(table[s, b, r][i] - table[s, a, r][i]) / MIB:+.1f}" for r in range(PP)) for i in (0, 1, 3)]
+            steps.append(f"m {a}->{b}: stock {grow[0]}, jit {grow[1]} (receive buffers {grow[2]})")
         ratios = {m: [table[s, m, r][2] / table[s, m, r][1] for r in range(PP)] for m in ms}
         every = [x for v in ratios.values() for x in v]
         later = [x for m, v in ratios.items() if m >= 2 * PP for x in v] or every
         print(f"{s:12} " + "; ".join(steps))
         print(f"{'':12} pred/meas {min(every):.3f}..{max(every):.3f}, m >= {2 * PP}: {min(later):.3f}..{max(later):.3f}")
-
 
 if __name__ == "__main__":
     main()

@@ -104,8 +104,8 @@ activations (accumulation over micro-batches, 1F1B's interleaved backwards, DP's
 but not before they are made: with a pipeline, a rank's memory is the largest over the moments of
 its schedule (:func:`~autoplan.plan.schedules.peak_moments`), and at a moment before a chunk's first
 backward of the step that chunk's gradients (``LayerCost.late_grad_bytes``, FSDP2's accumulated and
-sharded ones included) do not exist yet: GPipe's end of the forward, 1F1B's first ranks when m is
-at most pp - r, interleaved's warm-up. The stacks of Megatron and DeepSpeed allocate their gradient
+sharded ones included, though FSDP makes the sharded ones at the last backward) do not exist yet:
+GPipe's end of the forward, 1F1B's first rank at m = pp, interleaved's warm-up. The stacks of Megatron and DeepSpeed allocate their gradient
 buffers up front and count them at every moment.
 The peak of a device is the larger of the step's and the optimizer step's: the latter holds
 parameters, gradients and state (sharded as above, DDP's buckets included) plus the optimizer's

@@ -189,16 +189,22 @@ def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tu
                         ((w,), (1,))           m > w: a forward after the first backward
                         ((w,), (0,)), ((w-1,), (1,))      m = w: every forward before a backward
 
-    So at m = pp the first rank's peak is its warm-up, before any gradient exists. Backward frees a
+    So at m = pp the first rank's pp micro-batches never meet its gradients. Backward frees a
     layer's activations as it makes its gradients, so inside a backward memory lies between the
     moments before and after it (for layers alike; the workspace covers one layer's transient)."""
     if pp == 1:
         return (((1,), (1,)),)
+    if schedule != "interleaved":     # the simulation below, in closed form (GPipe: w = m)
+        w = m if schedule == "gpipe" else min(m, pp - rank)
+        return (((w,), (1,)),) if m > w else (((w - 1,), (1,)), ((w,), (0,)))
     held, grads = [0] * vp, [0] * vp
     seen = []
     for kind, i in rank_order(schedule, pp, vp, m, rank):
         if kind == "F":
             held[i] += 1
+        elif grads[i]:      # the moment before this backward holds more and the same gradients
+            held[i] -= 1
+            continue
         else:
             held[i] -= 1
             grads[i] = 1
@@ -290,6 +296,14 @@ def grads_at_inflight_peak(layout: PipelineShape, rank: int) -> int:
     moments = peak_moments(pipeline_schedule(layout), layout.pp, layout.vp, layout.num_microbatches, rank)
     top = max(sum(held) for held, _ in moments)
     return max(min(grads) for held, grads in moments if sum(held) == top)
+
+
+def grads_made_with(layout: PipelineShape, rank: int, k: float) -> bool:
+    """Whether ``rank`` has a moment holding at least ``k`` micro-batches per local chunk on
+    average (:func:`inflight_microbatches`' measure) with every chunk's gradients made: a bound
+    taken with ``k`` in flight may then count the gradients backward makes."""
+    moments = peak_moments(pipeline_schedule(layout), layout.pp, layout.vp, layout.num_microbatches, rank)
+    return any(min(grads) and sum(held) >= k * layout.vp for held, grads in moments)
 
 
 def peak_activation_bytes(layout: PipelineShape, rank: int, chunk_act_bytes: list[float]) -> float:

@@ -20,7 +20,7 @@ from autoplan.errors import AutoplanError, InfeasibleError, InputError, LayoutEr
 from autoplan.plan.coefficients import LayerCost, layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.memory import transient_bytes
-from autoplan.plan.schedules import SCHEDULES, inflight_microbatches, schedule_rule_violation
+from autoplan.plan.schedules import SCHEDULES, grads_made_with, inflight_microbatches, schedule_rule_violation
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.frameworks import framework_violation
@@ -236,13 +236,14 @@ def lower_bound_s(costs: dict[str, LayerCost], layout: Layout, relief_floor: flo
 
 def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> float:
     """Per-device memory no placement can beat: static state and activations spread perfectly
-    (activations at the smallest in-flight count of any rank, without the gradients backward makes,
-    which that moment may come before)."""
+    (activations at the smallest in-flight count of any rank; without the gradients backward makes
+    unless every rank has a moment holding that many with its gradients made)."""
     kinds = distinct_costs(costs)
-    static = sum((x.static_bytes - x.late_grad_bytes) * n for x, n in kinds)
-    act = sum(x.act_bytes * n for x, n in kinds)
     k = min(inflight_microbatches(layout, r) for r in range(layout.pp))
-    per_layer = max(x.static_bytes - x.late_grad_bytes + k * x.act_bytes for x, _ in kinds)
+    made = all(grads_made_with(layout, r, k) for r in range(layout.pp))
+    static = sum((x.static_bytes - (0 if made else x.late_grad_bytes)) * n for x, n in kinds)
+    act = sum(x.act_bytes * n for x, n in kinds)
+    per_layer = max(x.static_bytes - (0 if made else x.late_grad_bytes) + k * x.act_bytes for x, _ in kinds)
     # the workspace depends on the largest layers only: one of each kind gives the same figure;
     # without the largest output's gradient, which only the last rank needs to hold the logits'
     one_each = {str(i): x for i, (x, _) in enumerate(kinds)}
