@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Callable
 
 from autoplan.errors import AutoplanError, InputError
-from autoplan.profile.formats import GroupTiming, ModelProfile
+from autoplan.execute.pipeline_profile import PIPELINES, measure_pipelines, pipeline_cases
+from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
 WHOLE_MODEL = "(whole model)"
@@ -84,6 +85,8 @@ class GroupProfileConfig:
     """a case is measured again (up to this many times) while other programs load the CPU
     (:data:`autoplan.profile.quiet.FOREIGN_CORES_LIMIT`)"""
     seed: int = 0
+    pipelines: bool = True
+    """also run short real pipelines of the model (:mod:`autoplan.execute.pipeline_profile`)"""
 
 
 @dataclass
@@ -319,14 +322,18 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
 
 
 def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, int, str], None] | None = None
-                      ) -> tuple[dict[str, list[GroupTiming]], float]:
-    """Every case of :func:`_points` on every rank of the initialised job: (timings per kind, the
-    largest foreign CPU load seen in the kept measurements); the same result on every rank."""
+                      ) -> tuple[dict[str, list], float]:
+    """Every case of :func:`_points` on every rank of the initialised job, then the whole model and
+    (``cfg.pipelines``) short pipelines: (timings per kind, :data:`WHOLE_MODEL` and
+    :data:`~autoplan.execute.pipeline_profile.PIPELINES` among them; the largest foreign CPU load
+    seen in the kept measurements); the same result on every rank."""
     import torch
 
     job = _Job(cfg, device)
     points = _points(job)
-    out: dict[str, list[GroupTiming]] = {}
+    n_pipes = len(pipeline_cases(job.world, len(job.model.unit_names()))) if cfg.pipelines else 0
+    total = len(points) + len(cfg.mbs_list) + n_pipes
+    out: dict[str, list] = {}
     worst_foreign = 0.0
     optimizer_done: dict[tuple, tuple[float, float]] = {}
     for i, (kind, mbs, tp, sp, dp) in enumerate(points, start=1):
@@ -349,7 +356,7 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             backward_sync_s=bwd_sync, optimizer_s=adamw, optimizer_sgd_s=sgd))
         del case
         if progress is not None:
-            progress(i, len(points) + len(cfg.mbs_list), f"{kind.name} mbs={mbs}"
+            progress(i, total, f"{kind.name} mbs={mbs}"
                      + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "") + (f" zero3 dp={dp}" if dp > 1 else ""))
     # the whole model on every rank: layers composed into one model run slower than each alone
     # (a working set larger than the caches, fresh activation memory every step)
@@ -367,7 +374,17 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
                                                            optimizer_s=adamw, optimizer_sgd_s=sgd))
         del case
         if progress is not None:
-            progress(len(points) + k, len(points) + len(cfg.mbs_list), f"whole model mbs={mbs}")
+            progress(len(points) + k, total, f"whole model mbs={mbs}")
+    if n_pipes:
+        done = len(points) + len(cfg.mbs_list)
+
+        def said(what: str) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total, what)
+        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said)
+        worst_foreign = max(worst_foreign, foreign)
     return out, worst_foreign
 
 
@@ -390,10 +407,14 @@ def _whole_model_case(job: _Job, mbs: int) -> _Case:
     return _Case(f"whole model mbs={mbs}", WHOLE_MODEL, module, forward, lambda loss: loss.backward())
 
 
-def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming]],
+def add_group_timings(profile: ModelProfile, timings: dict[str, list],
                       environment: dict | None = None) -> ModelProfile:
-    """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced)."""
+    """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced); the
+    pipeline runs among them replace those of their world size, with the pipeline costs derived
+    from them (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`)."""
     for kind, gts in timings.items():
+        if kind == PIPELINES:
+            continue
         if kind == WHOLE_MODEL:
             worlds = {g.world for g in gts}
             profile.whole_model_timings = [g for g in profile.whole_model_timings if g.world not in worlds] + list(gts)
@@ -403,6 +424,13 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming
         worlds = {g.world for g in gts}
         kp = profile.kinds[kind]
         kp.group_timings = [g for g in kp.group_timings if g.world not in worlds] + list(gts)
+    if timings.get(PIPELINES):      # after the layers' figures, which the costs are derived against
+        from autoplan.plan.pipeline_costs import fit_pipeline_costs
+        runs = timings[PIPELINES]
+        worlds = {t.world for t in runs}
+        profile.pipeline_timings = [t for t in profile.pipeline_timings if t.world not in worlds] + list(runs)
+        profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
+        profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w) for w in sorted(worlds)) if c]
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)
     return profile
@@ -413,7 +441,7 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming
 # --------------------------------------------------------------------------------------------
 
 def profile_in_groups(cfg: GroupProfileConfig, nproc: int, *, progress: Callable[[int, int, str], None] | None = None,
-                      timeout_s: float = 600.0) -> tuple[dict[str, list[GroupTiming]], dict]:
+                      timeout_s: float = 600.0) -> tuple[dict[str, list], dict]:
     """Start ``nproc`` local processes under torchrun (gloo on CPU, one thread each; NCCL on GPUs),
     measure, and return (the timings per kind, how they were measured). A job that stops making
     progress for ``timeout_s`` seconds is killed (with every process it started) and raises."""
@@ -440,7 +468,7 @@ def _worker_error(errors: list[str], returncode: int) -> str:
     return found[0] if found else f"exit code {returncode}"
 
 
-def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) -> tuple[dict[str, list[GroupTiming]], dict]:
+def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) -> tuple[dict[str, list], dict]:
     with tempfile.TemporaryDirectory(prefix="autoplan-groups-") as tmp:
         out = Path(tmp) / "groups.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
@@ -461,7 +489,8 @@ def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) ->
             raise _JobCrashed(f"measuring in groups of {nproc} processes failed: "
                               f"{_worker_error(errors, proc.returncode)[:300]}")
         d = json.loads(out.read_text())
-    timings = {k: [GroupTiming(**g) for g in v] for k, v in d["timings"].items()}
+    timings = {k: [PipelineTiming(**{**g, "chunks": tuple(g["chunks"])}) if k == PIPELINES else GroupTiming(**g)
+                   for g in v] for k, v in d["timings"].items()}
     return timings, d["environment"]
 
 
