@@ -45,15 +45,17 @@ def test_the_runs_cover_both_schedules_and_two_microbatch_counts():
     assert even_chunks(10, 4) == (2, 2, 3, 3) and sum(even_chunks(7, 3)) == 7
 
 
-@pytest.mark.parametrize("a,e,c", [(2e-3, 0.25, 1e-3), (0.0, 1.0, 0.0), (5e-4, 0.0, 4e-3)])
-def test_the_fit_recovers_the_terms_the_runs_were_made_with(a, e, c):
+@pytest.mark.parametrize("a,av,e,c", [(2e-3, 6e-3, 0.25, 1e-3), (0.0, 0.0, 1.0, 0.0), (5e-4, 5e-4, 0.0, 4e-3)])
+def test_the_fit_recovers_the_terms_the_runs_were_made_with(a, av, e, c):
     prof = grouped_profile()
-    truth = PipelineCosts(world=4, mbs=1, per_chunk_s=a, idle_share=e, per_step_s=c, slowdown=2.0)
+    truth = PipelineCosts(world=4, mbs=1, per_chunk_s=a, per_chunk_interleaved_s=av, idle_share=e, per_step_s=c,
+                          slowdown=2.0)
     prof.pipeline_timings = runs_made_with(prof, truth)
     got = fit_pipeline_costs(prof, 4)
     assert got.slowdown == pytest.approx(2.0)        # in-group over alone, from the profile
     assert got.fit_error < 1e-3
     assert got.per_chunk_s == pytest.approx(a, abs=2e-5) and got.per_step_s == pytest.approx(c, abs=2e-5)
+    assert got.per_chunk_interleaved_s == pytest.approx(av, abs=2e-5)
     assert got.idle_share == pytest.approx(e)
     assert fit_pipeline_costs(prof, 2) is None        # no runs of that world
 
@@ -101,3 +103,22 @@ def test_a_waiting_rank_lends_what_the_runs_showed():
     assert measured_relief(0.6, half) == pytest.approx(0.8)
     assert measured_relief(0.6, None) == 0.6
     assert measured_relief(0.6, replace(half, idle_share=0.0)) == 1.0
+
+
+def test_runs_are_put_on_the_layers_scale_by_the_reference_timed_beside_them():
+    prof = grouped_profile()
+    def parts(mbs: int, attr: str) -> float:
+        return sum(getattr(prof.kinds[i.kind].group_timing(mbs, world=4), attr) for i in prof.layers)
+    prof.whole_model_timings = [GroupTiming(world=4, mbs=m, forward_s=parts(m, "forward_s"),
+                                            backward_s=parts(m, "backward_s")) for m in (1, 2, 4)]
+    truth = PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, per_chunk_interleaved_s=3e-3, idle_share=0.5,
+                          slowdown=1.5)
+    whole = prof.whole_model_timing(1, 4)
+    ref = whole.forward_s + whole.backward_s
+    # measured while the machine ran twice as slow as when the layers were: the references say so
+    prof.pipeline_timings = [replace(t, step_s=2 * t.step_s, reference_s=2 * ref, lone_reference_s=2 * ref / 1.5)
+                             for t in runs_made_with(prof, truth)]
+    got = fit_pipeline_costs(prof, 4)
+    assert got.slowdown == pytest.approx(1.5) and got.fit_error < 1e-3
+    assert got.per_chunk_s == pytest.approx(1e-3, abs=2e-5)
+    assert got.per_chunk_interleaved_s == pytest.approx(3e-3, abs=2e-5)

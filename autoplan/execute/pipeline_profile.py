@@ -14,7 +14,12 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
     micro-batch  the smallest profiled size
 
 Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
-(measured again while other programs load the CPU, as the layer cases). What a step costs beyond the
+(measured again while other programs load the CPU, as the layer cases). Before each step every rank
+runs the whole model's forward and backward once on its own (the in-group whole-model case): the
+median of these ``reference_s`` puts the steps on the scale of the layers' figures, measured minutes
+apart, on a machine whose load may have changed in between; then rank 0 runs it once more while the
+other ranks wait in a barrier (``lone_reference_s``): how much faster one rank computes while the
+others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
 layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
 """
 
@@ -54,30 +59,44 @@ def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
     return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
 
 
-def _step_samples(step: Callable[[], None], cfg, device) -> tuple[list[float], float]:
-    """(this rank's step times, the foreign load seen): ``cfg.repeats`` steps behind barriers, measured
-    again while other programs load the CPU."""
+def _timed(fn: Callable[[], None], device) -> float:
+    """Seconds of ``fn()``, started behind a barrier of the job."""
     import torch.distributed as dist
 
-    from autoplan.execute.group_profile import _foreign_cores, _sync
+    from autoplan.execute.group_profile import _sync
+    dist.barrier()
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg, device, rank: int
+                  ) -> tuple[list[float], list[float], list[float], float]:
+    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
+    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
+    again while other programs load the CPU."""
+    from autoplan.execute.group_profile import _foreign_cores
+
+    def lone() -> None:
+        if rank == 0:
+            reference()
     for _ in range(max(1, cfg.warmup)):
-        dist.barrier()
-        step()
+        _timed(reference, device)
+        _timed(step, device)
     for _ in range(cfg.max_attempts):
         load = ForeignLoad().start()
         cpu0 = time.process_time()
-        samples = []
+        steps, refs, lones = [], [], []
         for _ in range(cfg.repeats):
-            dist.barrier()
-            _sync(device)
-            t0 = time.perf_counter()
-            step()
-            _sync(device)
-            samples.append(time.perf_counter() - t0)
+            refs.append(_timed(reference, device))
+            lones.append(_timed(lone, device))
+            steps.append(_timed(step, device))
         foreign = _foreign_cores(load, cpu0, device)
         if foreign <= FOREIGN_CORES_LIMIT:
             break
-    return samples, foreign
+    return steps, refs, lones, foreign
 
 
 def measure_pipelines(job, cfg, device, progress: Callable[[str], None] | None = None
@@ -85,11 +104,16 @@ def measure_pipelines(job, cfg, device, progress: Callable[[str], None] | None =
     """Every run of :func:`pipeline_cases` in the initialised job ``job`` (a group_profile ``_Job``):
     (the runs, the largest foreign CPU load seen); the same result on every rank."""
     from autoplan.execute.apply import token_cross_entropy
-    from autoplan.execute.group_profile import _median_max
+    from autoplan.execute.group_profile import _median_max, _whole_model_case
     from autoplan.execute.pp import build_schedule, split_model, stage_ids
     from autoplan.models.registry import sample_tokens
     names = job.model.unit_names()
     mbs = min(cfg.mbs_list)
+    whole = _whole_model_case(job, mbs)
+
+    def reference() -> None:
+        whole.backward(whole.forward())
+        whole.module.zero_grad(set_to_none=True)
     out, worst = [], 0.0
     for pp, vp, schedule, m in pipeline_cases(job.world, len(names)):
         sizes = even_chunks(len(names), pp * vp)
@@ -110,10 +134,11 @@ def measure_pipelines(job, cfg, device, progress: Callable[[str], None] | None =
             for c in chunks:
                 for p in c.parameters():
                     p.grad = None
-        samples, foreign = _step_samples(step, cfg, device)
+        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
         worst = max(worst, foreign)
         out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
-                                  chunks=sizes, step_s=_median_max(samples)))
+                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                                  lone_reference_s=_median_max(lones)))
         if progress is not None:
             progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
         del sched, chunks

@@ -137,7 +137,7 @@ from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.coefficient_sources import in_group_world
-from autoplan.plan.pipeline_costs import measured_relief
+from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import ClusterProfile, ModelProfile
@@ -201,7 +201,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     pipe = profile.pipeline_cost(cluster.world_size) if p > 1 and in_group_world(profile, cluster) else None
     if pipe is not None:
         # measured in groups: every chunk's actions and messages per micro-batch (pipeline_costs.py)
-        per_chunk = pipe.per_chunk_s * cluster.calibration.comm_scale
+        per_chunk = per_chunk_s(pipe, layout) * cluster.calibration.comm_scale
         chunk_s = [c + per_chunk for c in chunk_s]
         p2p = [x + v * per_chunk for x in p2p]
     for r in range(p):

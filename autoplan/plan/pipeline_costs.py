@@ -3,22 +3,23 @@
 ``profile model --nproc N`` runs the model's own pipeline a few times inside the group job
 (:mod:`autoplan.execute.pipeline_profile`: 2 stages, 1F1B and interleaved, few and many
 micro-batches). :func:`fit_pipeline_costs` explains those step times with the layers' in-group
-figures of the same job and three measured quantities (:class:`~autoplan.profile.formats.PipelineCosts`)::
+figures of the same job and a few measured quantities (:class:`~autoplan.profile.formats.PipelineCosts`)::
 
     C_j      = sum_{l in j} (fwd_l + bwd_l) * f_c  +  a            chunk j per micro-batch
     tau_r    = sum_{chunks j of rank r} C_j
     step     = relief * pipeline_s(tau, C) + c                     (schedules.pipeline_s)
     relief   = 1 - e * (1 - max(1/s, min(1, u))),  u = sum_r m tau_r / (pp * pipeline_s)
 
-``a`` (``per_chunk_s``): per chunk and micro-batch, its forward and backward actions in torch's
+``a`` (``per_chunk_s`` under 1F1B, ``per_chunk_interleaved_s`` under interleaved 1F1B, whose
+actions torch runs apart): per chunk and micro-batch, its forward and backward actions in torch's
 schedule with the messages they send and receive; ``e`` (``idle_share``): how much of its core a
-waiting rank really leaves to the others (``e = 1`` is :func:`~autoplan.plan.schedules.shared_device_relief`'s
-assumption, ``e = 0`` none); ``c`` (``per_step_s``): the schedule's per-step work; ``s``: the
-layers' in-group time over their time alone (every process busy against one alone); ``f_c``: the
-whole model's in-group time over the sum of its layers'
-(:func:`~autoplan.plan.coefficient_sources.composition_factors`).
-The fit minimises the squared relative errors over the runs (a grid over ``e``, least squares in
-``a`` and ``c`` for each, both non-negative).
+waiting rank really leaves to the others (``e = 1`` is
+:func:`~autoplan.plan.schedules.shared_device_relief`'s assumption, ``e = 0`` none); ``c``
+(``per_step_s``): the schedule's per-step work; ``s``: how much faster one rank computes while the
+others wait than with every process busy (the runs' references, :mod:`autoplan.execute.pipeline_profile`;
+else the layers' in-group time over their time alone); ``f_c``: the whole model's in-group time over
+the sum of its layers' (:func:`~autoplan.plan.coefficient_sources.composition_factors`). The fit
+minimises the squared relative errors over the runs (:func:`fit_pipeline_costs`).
 
 The cost model (:func:`autoplan.plan.cost.evaluate`) then costs a pipeline on an N-process cluster
 with the same terms (its messages beyond the measured micro-batch size through the cluster's
@@ -28,6 +29,7 @@ send/recv fit, :func:`extra_message_s`): no constant fitted to benchmark layouts
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from autoplan.plan.plan import Layout
 from autoplan.plan.schedules import pipeline_s
@@ -35,6 +37,8 @@ from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming
 
 IDLE_SHARE_GRID = 20
 """the fit tries idle_share = k / IDLE_SHARE_GRID, k = 0..IDLE_SHARE_GRID"""
+RELIEF_ITERATIONS = 6
+"""rounds of (relief from the terms, terms from the relief) per idle_share"""
 
 
 def base_relief(slowdown: float, busy_s: list[float], pipeline: float) -> float:
@@ -83,68 +87,103 @@ def modelled_pipeline(run: PipelineTiming, unit_s: list[float], per_chunk_s: flo
     return pipeline_s(tau, chunk_s, layout), [run.num_microbatches * t for t in tau]
 
 
+def _chunk_s(costs: PipelineCosts, interleaved: bool) -> float:
+    return costs.per_chunk_interleaved_s if interleaved else costs.per_chunk_s
+
+
+def per_chunk_s(costs: PipelineCosts, layout: Layout) -> float:
+    """The measured cost per chunk and micro-batch of ``layout``'s schedule."""
+    return _chunk_s(costs, layout.vp > 1)
+
+
+def _relief(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
+    pipe, busy = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
+    return measured_relief(base_relief(costs.slowdown, busy, pipe), costs)
+
+
 def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
     """What the measured terms say ``run`` takes (module docstring)."""
-    pipe, busy = modelled_pipeline(run, unit_s, costs.per_chunk_s)
-    return measured_relief(base_relief(costs.slowdown, busy, pipe), costs) * pipe + costs.per_step_s
+    pipe, _ = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
+    return _relief(run, unit_s, costs) * pipe + costs.per_step_s
+
+
+def on_layer_scale(profile: ModelProfile, runs: list[PipelineTiming]) -> list[PipelineTiming]:
+    """``runs`` with their step times on the scale of the profile's in-group figures: times the whole
+    model's in-group forward+backward over the reference timed beside the steps (unchanged where
+    either is missing)."""
+    out = []
+    for t in runs:
+        whole = profile.whole_model_timing(t.mbs, t.world)
+        if whole is not None and t.reference_s > 0:
+            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / t.reference_s)
+        out.append(t)
+    return out
 
 
 def fit_pipeline_costs(profile: ModelProfile, world: int) -> PipelineCosts | None:
     """The :class:`PipelineCosts` of ``world`` from the profile's pipeline runs of that world and its
-    in-group layer figures (module docstring); None without runs or figures."""
+    in-group layer figures (module docstring; the runs put on the figures' scale, :func:`on_layer_scale`);
+    None without runs or figures.
+
+    For each ``e`` of a grid, the step is linear in the unknowns once the relief is known::
+
+        step_i = relief_i * (P_i + k_i * a_i) + c,   P_i = pipeline_s(tau, C) with a = 0,
+        k_i = m + pp - 1 (1F1B) or m vp + pp - 1 (interleaved): what a added to every chunk adds
+
+    so (a 1F1B, a interleaved, c) is non-negative least squares in relative error, the relief
+    recomputed from the fitted terms a few times; the ``e`` with the smallest error wins."""
     runs = [t for t in profile.pipeline_timings if t.world == world and len(profile.layers) == sum(t.chunks)]
     if not runs:
         return None
     mbs = runs[0].mbs
-    runs = [t for t in runs if t.mbs == mbs]
+    runs = on_layer_scale(profile, [t for t in runs if t.mbs == mbs])
     unit_s = _unit_times(profile, world, mbs)
     if unit_s is None:
         return None
-    s = _slowdown(profile, world, mbs, unit_s)
-    a_max = max(t.step_s / (t.num_microbatches * t.vp) for t in runs)
+    lone = [t.reference_s / t.lone_reference_s for t in runs if t.lone_reference_s > 0 and t.reference_s > 0]
+    s = max(1.0, sorted(lone)[len(lone) // 2]) if lone else _slowdown(profile, world, mbs, unit_s)
+    base = [modelled_pipeline(t, unit_s, 0.0)[0] for t in runs]
+    slope = [t.num_microbatches * t.vp + t.pp - 1 for t in runs]
+    interleaved = [t.vp > 1 for t in runs]
     best: tuple[float, PipelineCosts] | None = None
     for k in range(IDLE_SHARE_GRID + 1):
-        e = k / IDLE_SHARE_GRID
-
-        def costs(a: float) -> PipelineCosts:
-            base = PipelineCosts(world=world, mbs=mbs, per_chunk_s=a, idle_share=e, slowdown=s)
-            # the per-step term: weighted least squares given a, non-negative
-            w = [1.0 / t.step_s for t in runs]
-            r = [(t.step_s - predicted_step_s(t, unit_s, base)) * wi for t, wi in zip(runs, w)]
-            c = max(0.0, sum(ri * wi for ri, wi in zip(r, w)) / sum(wi * wi for wi in w))
-            return PipelineCosts(world=world, mbs=mbs, per_chunk_s=a, idle_share=e, per_step_s=c, slowdown=s)
-
-        def loss(a: float) -> float:
-            c = costs(a)
-            return sum(((predicted_step_s(t, unit_s, c) - t.step_s) / t.step_s) ** 2 for t in runs)
-        a = _golden_min(loss, 0.0, a_max)
-        cand = costs(a)
-        err = loss(a)
+        costs = PipelineCosts(world=world, mbs=mbs, per_chunk_s=0.0, idle_share=k / IDLE_SHARE_GRID, slowdown=s)
+        for _ in range(RELIEF_ITERATIONS):
+            relief = [_relief(t, unit_s, costs) for t in runs]
+            rows = [[rl * kk / t.step_s if not v else 0.0, rl * kk / t.step_s if v else 0.0, 1.0 / t.step_s]
+                    for t, rl, kk, v in zip(runs, relief, slope, interleaved)]
+            ys = [1.0 - rl * b / t.step_s for t, rl, b in zip(runs, relief, base)]
+            a1, av, c = _nonnegative_least_squares(rows, ys)
+            if not any(interleaved):
+                av = a1
+            costs = replace(costs, per_chunk_s=a1, per_chunk_interleaved_s=av, per_step_s=c)
+        err = sum(((predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s) ** 2 for t in runs)
         if best is None or err < best[0] - 1e-12:
-            best = (err, cand)
-    c = best[1]
-    worst = max(abs(predicted_step_s(t, unit_s, c) - t.step_s) / t.step_s for t in runs)
-    return PipelineCosts(world=world, mbs=mbs, per_chunk_s=c.per_chunk_s, idle_share=c.idle_share,
-                         per_step_s=c.per_step_s, slowdown=round(s, 4), fit_error=round(worst, 4))
+            best = (err, costs)
+    costs = best[1]
+    worst = max(abs(predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s for t in runs)
+    return replace(costs, slowdown=round(s, 4), fit_error=round(worst, 4))
 
 
-def _golden_min(f, lo: float, hi: float, iters: int = 60) -> float:
-    """The minimiser of a unimodal ``f`` on [lo, hi] (golden-section search), the ends included."""
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    x = (a + b) / 2
-    return min((lo, x, hi), key=f)
+def _nonnegative_least_squares(rows: list[list[float]], ys: list[float]) -> list[float]:
+    """argmin ||A x - y|| over x >= 0, by trying every set of free unknowns (a handful of them)."""
+    import itertools
+
+    import numpy as np
+    a, y = np.asarray(rows, dtype=float), np.asarray(ys, dtype=float)
+    n = a.shape[1]
+    best, best_x = math.inf, [0.0] * n
+    for size in range(n + 1):
+        for free in itertools.combinations(range(n), size):
+            x = np.zeros(n)
+            if free:
+                x[list(free)] = np.linalg.lstsq(a[:, list(free)], y, rcond=None)[0]
+            if (x < 0).any():
+                continue
+            r = float(((a @ x - y) ** 2).sum())
+            if r < best - 1e-15:
+                best, best_x = r, [float(v) for v in x]
+    return best_x
 
 
 def extra_message_s(send_s, out_bytes: float, measured_bytes: float) -> float:

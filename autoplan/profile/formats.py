@@ -125,6 +125,12 @@ class PipelineTiming:
     chunks: tuple[int, ...]
     """units per chunk, in model order (chunk j on pipeline rank j mod pp)"""
     step_s: float
+    reference_s: float = 0.0
+    """the whole model's forward+backward at ``mbs`` on every rank at once, timed before each step (the
+    slowest rank's median; 0: not measured): ``step_s`` relative to the in-group whole-model figure"""
+    lone_reference_s: float = 0.0
+    """the same on one rank while the others wait in a barrier (0: not measured): ``reference_s /
+    lone_reference_s`` is how much a rank gains while the others wait (the relief's floor)"""
 
 
 @dataclass(frozen=True)
@@ -138,11 +144,14 @@ class PipelineCosts:
     mbs: int
     """the micro-batch size of the runs (messages of other sizes add the cluster's bandwidth term)"""
     per_chunk_s: float
-    """per chunk and micro-batch: its forward and backward actions in the schedule, the messages they
-    send and receive and the waits between (beyond the layers' in-group time)"""
+    """per chunk and micro-batch under 1F1B (and GPipe): its forward and backward actions in the
+    schedule, the messages they send and receive and the waits between (beyond the layers' in-group time)"""
     idle_share: float
     """in [0, 1]: how much of the shared-device relief (:func:`autoplan.plan.schedules.shared_device_relief`)
     the runs showed: 1 = a waiting rank leaves its whole core to the others, 0 = nothing"""
+    per_chunk_interleaved_s: float = 0.0
+    """the same under interleaved 1F1B (torch's ``ScheduleInterleaved1F1B`` runs every action apart:
+    measured several times 1F1B's on CPU processes)"""
     per_step_s: float = 0.0
     """per step: the schedule's own work that does not grow with micro-batches or chunks"""
     slowdown: float = 1.0
@@ -435,7 +444,9 @@ def _pipeline_timing(t: Any, where: str) -> PipelineTiming:
     if len(chunks) != size["pp"] * size["vp"]:
         raise InputError(f"{where}: {len(chunks)} chunks listed but pp*vp = {size['pp'] * size['vp']}")
     return PipelineTiming(**size, schedule=schedule, chunks=chunks,
-                          step_s=as_float(require(t, "step_s", where), f"{where}.step_s", positive=True))
+                          step_s=as_float(require(t, "step_s", where), f"{where}.step_s", positive=True),
+                          reference_s=as_float(t.get("reference_s", 0.0), f"{where}.reference_s"),
+                          lone_reference_s=as_float(t.get("lone_reference_s", 0.0), f"{where}.lone_reference_s"))
 
 
 def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
@@ -447,6 +458,7 @@ def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
         mbs=as_int(require(c, "mbs", where), f"{where}.mbs", minimum=1, maximum=MAX_BATCH),
         per_chunk_s=as_float(require(c, "per_chunk_s", where), f"{where}.per_chunk_s"),
         idle_share=as_float(require(c, "idle_share", where), f"{where}.idle_share", maximum=1.0),
+        per_chunk_interleaved_s=as_float(c.get("per_chunk_interleaved_s", 0.0), f"{where}.per_chunk_interleaved_s"),
         per_step_s=as_float(c.get("per_step_s", 0.0), f"{where}.per_step_s"),
         slowdown=as_float(c.get("slowdown", 1.0), f"{where}.slowdown", minimum=1.0),
         fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"))
