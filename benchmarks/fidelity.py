@@ -161,22 +161,25 @@ def run_random(args) -> None:
     """``--random N``: draw, profile, validate and report (module docstring)."""
     t_start = time.perf_counter()
     seed = args.seed if args.seed is not None else today_seed()
-    work = draw_workloads(args.random, seed)
+    work = list(enumerate(draw_workloads(args.random, seed)))
+    if args.only:
+        keep = {int(x) for x in args.only.split(",")}
+        work = [(i, w) for i, w in work if i in keep]
     print(f"--random {args.random} --seed {seed}: {len(work)} workloads, validate --top-k {args.top_k}, "
           f"{args.steps} steps after {args.warmup} warm-up; work in {args.workdir}", flush=True)
     rows, all_runs = [], []
-    for i, w in enumerate(work):
+    for k, (i, w) in enumerate(work, start=1):
         t0 = time.perf_counter()
-        print(f"\n[{i + 1}/{len(work)}] {w.describe()}", flush=True)
+        print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
         runs = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps, warmup=args.warmup,
                             memory=args.memory)
-        report(f"workload {i + 1} (chosen first)", runs)
+        report(f"{w.shape['name']} (chosen first)", runs)
         f = fidelity(runs)
         rows.append((w, f, time.perf_counter() - t0))
         all_runs += [r for r in runs if r.measured is not None]
     print(f"\n== --random {args.random} --seed {seed}")
-    for i, (w, f, wall) in enumerate(rows, start=1):
-        print(f"  {i}. {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
+    for w, f, wall in rows:
+        print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest, "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
@@ -235,6 +238,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--memory", default="1GiB", help="--random: profile cluster --memory-per-device")
+    ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
+                                                 "comma-separated; to re-run one)")
     args = ap.parse_args()
     if args.random is not None:
         if args.random < 1 or args.reuse:

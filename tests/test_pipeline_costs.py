@@ -122,3 +122,14 @@ def test_runs_are_put_on_the_layers_scale_by_the_reference_timed_beside_them():
     assert got.slowdown == pytest.approx(1.5) and got.fit_error < 1e-3
     assert got.per_chunk_s == pytest.approx(1e-3, abs=2e-5)
     assert got.per_chunk_interleaved_s == pytest.approx(3e-3, abs=2e-5)
+
+
+def test_a_fit_that_does_not_explain_its_runs_is_not_used():
+    prof = grouped_profile(blocks=6)
+    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
+    names = prof.layer_names()
+    lay = Layout(dp=2, pp=2, mbs=1, num_microbatches=4, stages=[names[:4], names[4:]])
+    train = TrainingConfig(global_batch=8)
+    without = evaluate(prof, cl, lay, train).step_time_s
+    prof.pipeline_costs = [PipelineCosts(world=4, mbs=1, per_chunk_s=1e-2, idle_share=0.0, fit_error=0.9)]
+    assert evaluate(prof, cl, lay, train).step_time_s == without

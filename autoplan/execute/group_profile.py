@@ -425,12 +425,17 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
         kp = profile.kinds[kind]
         kp.group_timings = [g for g in kp.group_timings if g.world not in worlds] + list(gts)
     if timings.get(PIPELINES):      # after the layers' figures, which the costs are derived against
-        from autoplan.plan.pipeline_costs import fit_pipeline_costs
+        from autoplan.plan.pipeline_costs import fit_pipeline_costs, usable
         runs = timings[PIPELINES]
         worlds = {t.world for t in runs}
         profile.pipeline_timings = [t for t in profile.pipeline_timings if t.world not in worlds] + list(runs)
         profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
         profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w) for w in sorted(worlds)) if c]
+        for c in profile.pipeline_costs:
+            if c.world in worlds and usable(c) is None:
+                print(f"warning: the pipelines measured on {c.world} processes contradict each other (the fit misses "
+                      f"one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed without them; "
+                      "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)
     return profile

@@ -18,7 +18,7 @@ from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_
                                                in_group_fsdp_s, in_group_terms, in_group_world, matrix_width,
                                                stack_terms, sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
-from autoplan.plan.pipeline_costs import extra_message_s
+from autoplan.plan.pipeline_costs import extra_message_s, usable
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import BYTES_PER_ELEMENT, TrainingConfig
 from autoplan.profile.assumptions import STACKS, SoftwareStack
@@ -180,7 +180,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         opt_temp_b=4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0,
         parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
-        pipe=profile.pipeline_cost(world) if world and pp > 1 else None)
+        pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None)
 
 
 def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,

@@ -25,7 +25,8 @@ layers: ``a`` per chunk and micro-batch (its schedule actions and messages; it r
 send/recv fit, whose growth beyond the measured message size is kept) in ``C_j`` and so ``vp * a`` in
 ``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief only
 as far as they showed it (``1 - e * (1 - relief)``). All three are constant for an outer layout, so the
-placement ILP is unchanged and its bounds stay bounds.
+placement ILP is unchanged and its bounds stay bounds. A fit that does not explain its own runs
+(``pipeline_costs.FIT_ERROR_LIMIT``) is not used.
 
 Where the coefficients come from, per layer kind, best first:
 
@@ -137,7 +138,7 @@ from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.coefficient_sources import in_group_world
-from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s
+from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s, usable
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import ClusterProfile, ModelProfile
@@ -198,7 +199,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         for u, _ in edges:
             p2p[b % p] += costs[u].p2p_s
             chunk_s[b] += costs[u].p2p_s
-    pipe = profile.pipeline_cost(cluster.world_size) if p > 1 and in_group_world(profile, cluster) else None
+    pipe = usable(profile.pipeline_cost(cluster.world_size)) if p > 1 and in_group_world(profile, cluster) else None
     if pipe is not None:
         # measured in groups: every chunk's actions and messages per micro-batch (pipeline_costs.py)
         per_chunk = per_chunk_s(pipe, layout) * cluster.calibration.comm_scale

@@ -37,6 +37,9 @@ from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming
 
 IDLE_SHARE_GRID = 20
 """the fit tries idle_share = k / IDLE_SHARE_GRID, k = 0..IDLE_SHARE_GRID"""
+FIT_ERROR_LIMIT = 0.25
+"""a fit that misses one of its runs by more than this (relative) is kept in the profile but not
+used: the runs contradict each other (a machine whose load changed between them)"""
 RELIEF_ITERATIONS = 6
 """rounds of (relief from the terms, terms from the relief) per idle_share"""
 
@@ -47,6 +50,11 @@ def base_relief(slowdown: float, busy_s: list[float], pipeline: float) -> float:
     if slowdown <= 1.0 or len(busy_s) < 2 or pipeline <= 0:
         return 1.0
     return max(1.0 / slowdown, min(1.0, sum(busy_s) / (len(busy_s) * pipeline)))
+
+
+def usable(costs: PipelineCosts | None) -> PipelineCosts | None:
+    """``costs`` where its fit explains its runs (:data:`FIT_ERROR_LIMIT`), else None."""
+    return costs if costs is not None and costs.fit_error <= FIT_ERROR_LIMIT else None
 
 
 def measured_relief(relief: float, costs: PipelineCosts | None) -> float:
