@@ -10,8 +10,8 @@ figures of the same job and a few measured quantities (:class:`~autoplan.profile
     step     = relief * pipeline_s(tau, C) + c                     (schedules.pipeline_s)
     relief   = 1 - e * (1 - max(1/s, min(1, u))),  u = sum_r m tau_r / (pp * pipeline_s)
 
-``a`` (``per_chunk_s`` under 1F1B, ``per_chunk_interleaved_s`` under interleaved 1F1B, whose
-actions torch runs apart): per chunk and micro-batch, its forward and backward actions in torch's
+``a`` (``per_chunk_s`` under 1F1B, ``per_chunk_interleaved_s`` under interleaved 1F1B, which
+torch runs through another code path): per chunk and micro-batch, its forward and backward actions in torch's
 schedule with the messages they send and receive; ``e`` (``idle_share``): how much of its core a
 waiting rank really leaves to the others (``e = 1`` is
 :func:`~autoplan.plan.schedules.shared_device_relief`'s assumption, ``e = 0`` none); ``c``

@@ -150,8 +150,8 @@ class PipelineCosts:
     """in [0, 1]: how much of the shared-device relief (:func:`autoplan.plan.schedules.shared_device_relief`)
     the runs showed: 1 = a waiting rank leaves its whole core to the others, 0 = nothing"""
     per_chunk_interleaved_s: float = 0.0
-    """the same under interleaved 1F1B (torch's ``ScheduleInterleaved1F1B`` runs every action apart:
-    measured several times 1F1B's on CPU processes)"""
+    """the same under interleaved 1F1B (torch's ``ScheduleInterleaved1F1B`` runs its actions through
+    another code path than ``Schedule1F1B``: measured apart)"""
     per_step_s: float = 0.0
     """per step: the schedule's own work that does not grow with micro-batches or chunks"""
     slowdown: float = 1.0
