@@ -134,11 +134,11 @@ from __future__ import annotations
 import math
 
 from autoplan.errors import InputError
+from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.plan import Layout, Prediction
-from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s, usable
+from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import ClusterProfile, ModelProfile
