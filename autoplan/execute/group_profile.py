@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Callable
 
 from autoplan.errors import AutoplanError, InputError
-from autoplan.execute.pipeline_profile import PIPELINES, measure_pipelines, pipeline_cases
+from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
@@ -405,6 +405,68 @@ def _whole_model_case(job: _Job, mbs: int) -> _Case:
         with torch.autocast(job.device.type, dtype=low, enabled=low is not None):
             return F.cross_entropy(module(tokens).flatten(0, 1).float(), targets.flatten())
     return _Case(f"whole model mbs={mbs}", WHOLE_MODEL, module, forward, lambda loss: loss.backward())
+
+
+def _timed(fn: Callable[[], None], device) -> float:
+    """Seconds of ``fn()``, started behind a barrier of the job."""
+    import torch.distributed as dist
+    dist.barrier()
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg: GroupProfileConfig, device,
+                  rank: int) -> tuple[list[float], list[float], list[float], float]:
+    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
+    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
+    again while other programs load the CPU."""
+    def lone() -> None:
+        if rank == 0:
+            reference()
+    for _ in range(max(1, cfg.warmup)):
+        _timed(reference, device)
+        _timed(step, device)
+    for _ in range(cfg.max_attempts):
+        load = ForeignLoad().start()
+        cpu0 = time.process_time()
+        steps, refs, lones = [], [], []
+        for _ in range(cfg.repeats):
+            refs.append(_timed(reference, device))
+            lones.append(_timed(lone, device))
+            steps.append(_timed(step, device))
+        foreign = _foreign_cores(load, cpu0, device)
+        if foreign <= FOREIGN_CORES_LIMIT:
+            break
+    return steps, refs, lones, foreign
+
+
+def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None
+                      ) -> tuple[list[PipelineTiming], float]:
+    """Every run of :func:`~autoplan.execute.pipeline_profile.pipeline_cases` in the initialised job:
+    (the runs, the largest foreign CPU load seen); the same result on every rank. Before each step
+    every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
+    while the others wait in a barrier (``lone_reference_s``)."""
+    mbs = min(cfg.mbs_list)
+    whole = _whole_model_case(job, mbs)
+
+    def reference() -> None:
+        whole.backward(whole.forward())
+        whole.module.zero_grad(set_to_none=True)
+    out, worst = [], 0.0
+    for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
+        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device)
+        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
+        worst = max(worst, foreign)
+        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
+                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                                  lone_reference_s=_median_max(lones)))
+        if progress is not None:
+            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
+        del step
+    return out, worst
 
 
 def add_group_timings(profile: ModelProfile, timings: dict[str, list],

@@ -21,15 +21,12 @@ apart, on a machine whose load may have changed in between; then rank 0 runs it 
 other ranks wait in a barrier (``lone_reference_s``): how much faster one rank computes while the
 others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
 layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
+:func:`autoplan.execute.group_profile.measure_pipelines` times them.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable
-
-from autoplan.profile.formats import PipelineTiming
-from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
 PIPELINES = "(pipelines)"
 """key of the pipeline runs among the per-kind timings a group job returns"""
@@ -59,87 +56,30 @@ def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
     return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
 
 
-def _timed(fn: Callable[[], None], device) -> float:
-    """Seconds of ``fn()``, started behind a barrier of the job."""
-    import torch.distributed as dist
-
-    from autoplan.execute.group_profile import _sync
-    dist.barrier()
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t0
-
-
-def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg, device, rank: int
-                  ) -> tuple[list[float], list[float], list[float], float]:
-    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
-    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
-    again while other programs load the CPU."""
-    from autoplan.execute.group_profile import _foreign_cores
-
-    def lone() -> None:
-        if rank == 0:
-            reference()
-    for _ in range(max(1, cfg.warmup)):
-        _timed(reference, device)
-        _timed(step, device)
-    for _ in range(cfg.max_attempts):
-        load = ForeignLoad().start()
-        cpu0 = time.process_time()
-        steps, refs, lones = [], [], []
-        for _ in range(cfg.repeats):
-            refs.append(_timed(reference, device))
-            lones.append(_timed(lone, device))
-            steps.append(_timed(step, device))
-        foreign = _foreign_cores(load, cpu0, device)
-        if foreign <= FOREIGN_CORES_LIMIT:
-            break
-    return steps, refs, lones, foreign
-
-
-def measure_pipelines(job, cfg, device, progress: Callable[[str], None] | None = None
-                      ) -> tuple[list[PipelineTiming], float]:
-    """Every run of :func:`pipeline_cases` in the initialised job ``job`` (a group_profile ``_Job``):
-    (the runs, the largest foreign CPU load seen); the same result on every rank."""
+def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
+                  ) -> tuple[tuple[int, ...], Callable[[], None]]:
+    """(the chunk sizes, one step's closure) of this rank's part of a pipeline run in the job ``job``
+    (a group_profile ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
+    gradients cleared after each step (the executor's optimizer step clears them)."""
     from autoplan.execute.apply import token_cross_entropy
-    from autoplan.execute.group_profile import _median_max, _whole_model_case
     from autoplan.execute.pp import build_schedule, split_model, stage_ids
     from autoplan.models.registry import sample_tokens
     names = job.model.unit_names()
-    mbs = min(cfg.mbs_list)
-    whole = _whole_model_case(job, mbs)
+    sizes = even_chunks(len(names), pp * vp)
+    bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
+    stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
+    ids = stage_ids(job.rank % pp, pp=pp, vp=vp)
+    chunks = [c.to(device).train() for c in split_model(job.model, stages, ids)]
+    sched = build_schedule(chunks, ids, num_stages=pp * vp, schedule=schedule, n_microbatches=m,
+                           loss_fn=token_cross_entropy, device=device, group=job.group_mesh(pp).get_group())
+    pipeline = job.rank // pp
+    tokens = sample_tokens(job.vocab, mbs * m, job.seq_len, job.cfg.seed + pipeline).to(device)
+    labels = sample_tokens(job.vocab, mbs * m, job.seq_len, job.cfg.seed + 1000 + pipeline).to(device)
+    first, last = 0 in ids, pp * vp - 1 in ids
 
-    def reference() -> None:
-        whole.backward(whole.forward())
-        whole.module.zero_grad(set_to_none=True)
-    out, worst = [], 0.0
-    for pp, vp, schedule, m in pipeline_cases(job.world, len(names)):
-        sizes = even_chunks(len(names), pp * vp)
-        bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
-        stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
-        ids = stage_ids(job.rank % pp, pp=pp, vp=vp)
-        chunks = [c.to(device).train() for c in split_model(job.model, stages, ids)]
-        sched = build_schedule(chunks, ids, num_stages=pp * vp, schedule=schedule, n_microbatches=m,
-                               loss_fn=token_cross_entropy, device=device,
-                               group=job.group_mesh(pp).get_group())
-        pipeline = job.rank // pp
-        tokens = sample_tokens(job.vocab, mbs * m, job.seq_len, cfg.seed + pipeline).to(device)
-        labels = sample_tokens(job.vocab, mbs * m, job.seq_len, cfg.seed + 1000 + pipeline).to(device)
-        first, last = 0 in ids, pp * vp - 1 in ids
-
-        def step() -> None:
-            sched.step(*((tokens,) if first else ()), target=labels if last else None, losses=[], return_outputs=False)
-            for c in chunks:
-                for p in c.parameters():
-                    p.grad = None
-        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
-        worst = max(worst, foreign)
-        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
-                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
-                                  lone_reference_s=_median_max(lones)))
-        if progress is not None:
-            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
-        del sched, chunks
-    return out, worst
+    def step() -> None:
+        sched.step(*((tokens,) if first else ()), target=labels if last else None, losses=[], return_outputs=False)
+        for c in chunks:
+            for p in c.parameters():
+                p.grad = None
+    return sizes, step
