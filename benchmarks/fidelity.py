@@ -143,7 +143,8 @@ def _autoplan(*argv: str) -> None:
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str) -> list[Run]:
-    """Profile ``w`` as the README says, then validate its top ``top_k`` layouts (chosen first)."""
+    """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
+    top ``top_k`` layouts (chosen first)."""
     from autoplan.plan.api import make_problem
     from autoplan.validate import validate
     workdir.mkdir(parents=True, exist_ok=True)
@@ -172,7 +173,7 @@ def run_random(args) -> None:
         t0 = time.perf_counter()
         print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
         runs = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps, warmup=args.warmup,
-                            memory=args.memory)
+                            memory=str(args.memory_per_device))
         report(f"{w.shape['name']} (chosen first)", runs)
         f = fidelity(runs)
         rows.append((w, f, time.perf_counter() - t0))
@@ -237,7 +238,6 @@ def main() -> None:
                     help="draw N workloads instead of a set (module docstring), validate each with --top-k")
     ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
-    ap.add_argument("--memory", default="1GiB", help="--random: profile cluster --memory-per-device")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
     args = ap.parse_args()
