@@ -1,9 +1,10 @@
 """Fidelity: predicted against measured step time and memory, before and after calibration.
 
-    python benchmarks/fidelity.py [--model gpt-small] [--steps 3] [--workdir /tmp/autoplan-fidelity]
+    python benchmarks/fidelity.py [--set default|holdout] [--steps 3] [--workdir /tmp/autoplan-fidelity]
+    python benchmarks/fidelity.py --random 6 [--seed 20261201]
 
 On this machine: profiles the model's layers and 2- and 4-process gloo clusters, then runs at least
-8 distinct layouts (DP/ZeRO, TP, PP and hybrids; 2 and 4 processes) under torchrun, each for a few
+8 distinct layouts (DP/ZeRO, TP, CP, PP and hybrids; 2 and 4 processes) under torchrun, each for a few
 steps, and prints per layout predicted and measured step time and peak memory, then:
 
 - mean absolute percentage error (MAPE) of step time,
@@ -17,15 +18,32 @@ figure is out of sample. A calibration belongs to one cluster profile (``validat
 writes it into the cluster it measured), so each world size is calibrated on its own layouts; a
 world size with fewer than 4 other layouts (``MIN_CALIBRATION_RUNS``) borrows the layouts of the machine's
 other world sizes (:func:`calibration_runs`). The solver is then re-run with the calibration fitted
-to all the layouts it may use.
+to all the layouts it may use but the fastest measured one of its world size (held out: a
+calibration that has seen the fastest layout's time would find it for that reason), and its choice
+is measured if it is new.
+
+``--random N``: N workloads nobody chose, drawn from ``--seed`` (default: today's date as YYYYMMDD,
+so that a figure is not from a seed picked after the fact; :func:`draw_workloads`): GeLU or SwiGLU,
+grouped-query attention, 4-12 blocks, width 128-384, sequence 64-160, a global batch, 2, 3 or 4
+processes. Each is profiled as the README's walkthrough says (``autoplan profile model --mbs 1,2,4
+--nproc W`` and ``autoplan profile cluster --nproc W``, run as commands) and validated as
+``autoplan validate --top-k 10`` does; printed per workload and overall: step-time error (mean abs.),
+rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
+under-prediction (before calibration).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import random
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
@@ -45,15 +63,16 @@ SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
     "default": dict(model="gpt-small", global_batch=8, layouts={  # world size -> layouts (+ the solver's choice)
         4: ["dp=4,zero=0", "dp=4,zero=3", "dp=2,tp=2,sp=1", "tp=4,sp=1", "dp=2,pp=2", "pp=4",
-            "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved"],
-        2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3"]}),
+            "tp=2,pp=2,sp=1", "dp=2,pp=2,vp=2,mbs=1,schedule=interleaved", "dp=2,cp=2"],
+        2: ["dp=2,zero=0", "tp=2,sp=1", "pp=2", "dp=2,zero=3", "cp=2"]}),
     # a workload nobody tuned for: another shape (6 wider SwiGLU blocks with grouped-query attention,
     # a larger vocabulary, shorter sequences), another batch, a world size of 3, ZeRO-2, TP without SP,
     # mbs > 1 and three virtual stages
     "holdout": dict(model=str(Path(__file__).parent / "shapes" / "holdout-swiglu.json"), global_batch=12, layouts={
-        4: ["dp=4,zero=0", "dp=2,tp=2,sp=0", "tp=2,pp=2,sp=1", "dp=2,pp=2,mbs=2", "pp=4,mbs=1", "dp=4,zero=3,mbs=3"],
+        4: ["dp=4,zero=0", "dp=2,tp=2,sp=0", "tp=2,pp=2,sp=1", "dp=2,pp=2,mbs=2", "pp=4,mbs=1", "dp=4,zero=3,mbs=3",
+            "cp=2,tp=2,sp=1"],
         3: ["dp=3,zero=0", "pp=3,mbs=1", "dp=3,zero=2,mbs=2"],
-        2: ["tp=2,sp=1", "pp=2,vp=3,mbs=1,schedule=interleaved", "dp=2,zero=3"]}),
+        2: ["tp=2,sp=1", "pp=2,vp=3,mbs=1,schedule=interleaved", "dp=2,zero=3", "cp=2,mbs=2"]}),
 }
 
 
@@ -65,6 +84,119 @@ def calibration_runs(runs_by_world: dict[int, list[Run]], world: int, leave_out:
     if len(own) >= MIN_CALIBRATION_RUNS:
         return own
     return own + [r for w, rs in runs_by_world.items() if w != world for r in rs]
+
+
+WIDTHS = (128, 192, 256, 320, 384)
+"""model widths --random draws from"""
+GLOBAL_BATCHES = (8, 12, 16)
+"""global batches --random draws from (those the world size divides)"""
+WORLDS = (2, 3, 4)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One drawn workload: a model shape (a shape file's fields), a global batch and a world size."""
+
+    shape: dict
+    global_batch: int
+    world: int
+
+    def describe(self) -> str:
+        sh = self.shape
+        return (f"{sh['name']}: {sh['layers']} blocks, h={sh['hidden']}, {sh['heads']} heads ({sh['kv_heads']} kv), "
+                f"ffn {sh['ffn_hidden']} {sh['mlp']}, vocab {sh['vocab']}, seq {sh['seq_len']}; "
+                f"batch {self.global_batch} on {self.world} processes")
+
+
+def today_seed() -> int:
+    """Today's date (UTC) as YYYYMMDD: the seed --random uses unless given one."""
+    return int(datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
+
+
+def draw_workloads(n: int, seed: int) -> list[Workload]:
+    """``n`` workloads from ``seed`` (the same every time): GeLU or SwiGLU, grouped-query attention
+    (kv heads a proper divisor of the heads, 2 or more where the heads allow: TP needs them), 4-12
+    blocks, width 128-384 with heads of 32 or 64, sequence 64-160 (multiples of 16), a global batch of :data:`GLOBAL_BATCHES` the world size
+    divides, 2, 3 or 4 processes."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        mlp = rng.choice(("gelu", "swiglu"))
+        hidden = rng.choice(WIDTHS)
+        heads = hidden // rng.choice((32, 64))
+        kv_heads = rng.choice([d for d in range(2, heads) if heads % d == 0] or [1])
+        ffn = 4 * hidden if mlp == "gelu" else 64 * round(8 * hidden / 3 / 64)
+        world = rng.choice(WORLDS)
+        shape = {"name": f"random-{seed}-{i}", "layers": rng.randint(4, 12), "hidden": hidden, "heads": heads,
+                 "kv_heads": kv_heads, "ffn_hidden": ffn, "vocab": rng.choice((2048, 4096, 8192)),
+                 "seq_len": rng.choice(range(64, 161, 16)), "mlp": mlp}
+        out.append(Workload(shape, rng.choice([b for b in GLOBAL_BATCHES if b % world == 0]), world))
+    return out
+
+
+def _autoplan(*argv: str) -> None:
+    """Run one ``autoplan`` command as the README writes it (this checkout's package); exit on failure."""
+    cmd = [sys.executable, "-m", "autoplan.cli", *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): autoplan {' '.join(argv)}\n{proc.stderr.strip()[-2000:]}")
+
+
+def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str) -> list[Run]:
+    """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
+    top ``top_k`` layouts (chosen first)."""
+    from autoplan.plan.api import make_problem
+    from autoplan.validate import validate
+    workdir.mkdir(parents=True, exist_ok=True)
+    shape, model, cluster = workdir / "shape.json", workdir / "model.json", workdir / "cluster.json"
+    shape.write_text(json.dumps(w.shape))
+    _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", "1,2,4", "--nproc", str(w.world))
+    _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
+    pb = make_problem(str(model), str(cluster), w.global_batch)
+    runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
+    write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs]})
+    return runs
+
+
+def run_random(args) -> None:
+    """``--random N``: draw, profile, validate and report (module docstring)."""
+    t_start = time.perf_counter()
+    seed = args.seed if args.seed is not None else today_seed()
+    work = list(enumerate(draw_workloads(args.random, seed)))
+    if args.only:
+        keep = {int(x) for x in args.only.split(",")}
+        work = [(i, w) for i, w in work if i in keep]
+    print(f"--random {args.random} --seed {seed}: {len(work)} workloads, validate --top-k {args.top_k}, "
+          f"{args.steps} steps after {args.warmup} warm-up; work in {args.workdir}", flush=True)
+    rows, all_runs = [], []
+    for k, (i, w) in enumerate(work, start=1):
+        t0 = time.perf_counter()
+        print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
+        runs = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps, warmup=args.warmup,
+                            memory=str(args.memory_per_device))
+        report(f"{w.shape['name']} (chosen first)", runs)
+        f = fidelity(runs)
+        rows.append((w, f, time.perf_counter() - t0))
+        all_runs += [r for r in runs if r.measured is not None]
+    print(f"\n== --random {args.random} --seed {seed}")
+    for w, f, wall in rows:
+        print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
+              f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest, "
+              f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
+    pooled = fidelity(all_runs)
+    print(f"overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
+          f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
+          f"rank correlation {statistics.fmean(f.rank_correlation for _, f, _ in rows):.2f} (mean of the workloads'), "
+          f"chosen within {max(f.chosen_vs_fastest for _, f, _ in rows) * 100:.1f}% of the fastest measured on every "
+          f"workload, memory under-predicted by at most {pooled.worst_memory_underprediction * 100:.1f}%")
+    print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def parse(spec: str) -> dict:
@@ -94,7 +226,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model spec (default: the set's)")
     ap.add_argument("--global-batch", type=int, default=None, help="default: the set's")
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps per layout (default: 2; --random: 1)")
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="where profiles and measurements are written (default: a new temporary folder)")
@@ -102,7 +234,21 @@ def main() -> None:
                     help="profile layers on one process alone only (the sum-of-parts model), not inside groups")
     ap.add_argument("--reuse", action="store_true",
                     help="re-read the profiles and measurements of an earlier run in --workdir (no new runs)")
+    ap.add_argument("--random", type=int, default=None, metavar="N",
+                    help="draw N workloads instead of a set (module docstring), validate each with --top-k")
+    ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
+    ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
+    ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
+                                                 "comma-separated; to re-run one)")
     args = ap.parse_args()
+    if args.random is not None:
+        if args.random < 1 or args.reuse:
+            ap.error("--random needs N >= 1 and runs afresh (no --reuse)")
+        args.warmup = 1 if args.warmup is None else args.warmup
+        args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="autoplan-fidelity-random-"))
+        run_random(args)
+        return
+    args.warmup = 2 if args.warmup is None else args.warmup
     chosen_set = SETS[args.set]
     args.model = args.model or chosen_set["model"]
     args.global_batch = args.global_batch or chosen_set["global_batch"]
@@ -181,14 +327,18 @@ def main() -> None:
         for i in range(len(runs)):
             cal = fit_calibration(calibration_runs(runs_by_world, w, leave_out=i), Calibration())
             after[w][i] = repredict(problems[w], [runs[i]], cal)[0]
-    full = {w: fit_calibration(calibration_runs(runs_by_world, w), Calibration()) for w in runs_by_world}
+    # the calibrated solver's choice, with the fastest measured layout held out of its calibration,
+    # measured if it is new
+    fastest = {w: min(range(len(rs)), key=lambda i: rs[i].measured.step_time_s) for w, rs in runs_by_world.items()}
+    blind = {w: fit_calibration(calibration_runs(runs_by_world, w, leave_out=fastest[w]), Calibration())
+             for w in runs_by_world}
     print()
-    for w, cal in full.items():
-        print(f"calibration of the {w}-process cluster fitted to all its layouts: {cal.summary()}")
-    # the calibrated solver's choice, measured if it is new
+    for w, cal in blind.items():
+        print(f"calibration of the {w}-process cluster fitted to its layouts but the fastest "
+              f"({runs_by_world[w][fastest[w]].layout.short()}): {cal.summary()}")
     chosen_after = {}
     for w, pb in problems.items():
-        pbc = replace(pb, cluster=replace(pb.cluster, calibration=full[w]))
+        pbc = replace(pb, cluster=replace(pb.cluster, calibration=blind[w]))
         plan = solve_problem(pbc, SearchOptions(), families=False)
         keys = [r.layout.short() for r in after[w]]
         if plan.layout.short() not in keys and args.reuse:

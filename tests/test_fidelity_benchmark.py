@@ -33,3 +33,16 @@ def test_a_cluster_with_too_few_layouts_borrows_the_machines_others(fb):
     assert got[:3] == ["2-1", "2-2", "2-3"] and set(got[3:]) == set(runs[4])
     assert "2-0" not in got
     assert fb.calibration_runs(runs, 4, leave_out=4) == runs[4][:4]   # exactly the minimum: its own only
+
+
+def test_random_workloads_are_drawn_from_the_seed_within_the_issue_ranges(fb):
+    from autoplan.models.shapes import ModelShape
+    work = fb.draw_workloads(40, 7)
+    assert work == fb.draw_workloads(40, 7) and work != fb.draw_workloads(40, 8)
+    for w in work:
+        sh = ModelShape.from_dict(w.shape)
+        assert 4 <= sh.layers <= 12 and 128 <= sh.hidden <= 384 and 64 <= sh.seq_len <= 160
+        assert sh.kv_heads < sh.heads or sh.heads == 1                      # grouped-query attention
+        assert w.world in (2, 3, 4) and w.global_batch % w.world == 0
+    assert {w.shape["mlp"] for w in work} == {"gelu", "swiglu"} and {w.world for w in work} == {2, 3, 4}
+    assert 20200101 <= fb.today_seed() <= 21000101

@@ -35,6 +35,13 @@ def test_profile_in_groups_writes_every_case(grouped):
         assert (g.backward_sync_s > 0) == (g.dp > 1)
     assert {g.mbs for g in grouped.whole_model_timings} == {1, 2}
     assert all(k.group_timing(1, world=2) is not None for k in grouped.kinds.values())
+    # short real pipelines of the model (2 stages, 1F1B and interleaved, 2 and 8 micro-batches) and
+    # what they say a pipeline costs beyond its layers
+    runs = {(t.pp, t.vp, t.schedule, t.num_microbatches) for t in grouped.pipeline_timings}
+    assert runs == {(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2), (2, 2, "interleaved", 8)}
+    assert all(t.step_s > 0 and t.world == 2 and t.mbs == 1 for t in grouped.pipeline_timings)
+    costs = grouped.pipeline_cost(2)
+    assert costs is not None and costs.per_chunk_s >= 0 and 0 <= costs.idle_share <= 1
 
 
 @pytest.mark.slow

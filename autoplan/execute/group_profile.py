@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Callable
 
 from autoplan.errors import AutoplanError, InputError
-from autoplan.profile.formats import GroupTiming, ModelProfile
+from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
+from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
 WHOLE_MODEL = "(whole model)"
@@ -84,6 +85,8 @@ class GroupProfileConfig:
     """a case is measured again (up to this many times) while other programs load the CPU
     (:data:`autoplan.profile.quiet.FOREIGN_CORES_LIMIT`)"""
     seed: int = 0
+    pipelines: bool = True
+    """also run short real pipelines of the model (:mod:`autoplan.execute.pipeline_profile`)"""
 
 
 @dataclass
@@ -319,14 +322,18 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
 
 
 def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, int, str], None] | None = None
-                      ) -> tuple[dict[str, list[GroupTiming]], float]:
-    """Every case of :func:`_points` on every rank of the initialised job: (timings per kind, the
-    largest foreign CPU load seen in the kept measurements); the same result on every rank."""
+                      ) -> tuple[dict[str, list], float]:
+    """Every case of :func:`_points` on every rank of the initialised job, then the whole model and
+    (``cfg.pipelines``) short pipelines: (timings per kind, :data:`WHOLE_MODEL` and
+    :data:`~autoplan.execute.pipeline_profile.PIPELINES` among them; the largest foreign CPU load
+    seen in the kept measurements); the same result on every rank."""
     import torch
 
     job = _Job(cfg, device)
     points = _points(job)
-    out: dict[str, list[GroupTiming]] = {}
+    n_pipes = len(pipeline_cases(job.world, len(job.model.unit_names()))) if cfg.pipelines else 0
+    total = len(points) + len(cfg.mbs_list) + n_pipes
+    out: dict[str, list] = {}
     worst_foreign = 0.0
     optimizer_done: dict[tuple, tuple[float, float]] = {}
     for i, (kind, mbs, tp, sp, dp) in enumerate(points, start=1):
@@ -349,7 +356,7 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             backward_sync_s=bwd_sync, optimizer_s=adamw, optimizer_sgd_s=sgd))
         del case
         if progress is not None:
-            progress(i, len(points) + len(cfg.mbs_list), f"{kind.name} mbs={mbs}"
+            progress(i, total, f"{kind.name} mbs={mbs}"
                      + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "") + (f" zero3 dp={dp}" if dp > 1 else ""))
     # the whole model on every rank: layers composed into one model run slower than each alone
     # (a working set larger than the caches, fresh activation memory every step)
@@ -367,7 +374,17 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
                                                            optimizer_s=adamw, optimizer_sgd_s=sgd))
         del case
         if progress is not None:
-            progress(len(points) + k, len(points) + len(cfg.mbs_list), f"whole model mbs={mbs}")
+            progress(len(points) + k, total, f"whole model mbs={mbs}")
+    if n_pipes:
+        done = len(points) + len(cfg.mbs_list)
+
+        def said(what: str) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total, what)
+        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said)
+        worst_foreign = max(worst_foreign, foreign)
     return out, worst_foreign
 
 
@@ -390,10 +407,76 @@ def _whole_model_case(job: _Job, mbs: int) -> _Case:
     return _Case(f"whole model mbs={mbs}", WHOLE_MODEL, module, forward, lambda loss: loss.backward())
 
 
-def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming]],
+def _timed(fn: Callable[[], None], device) -> float:
+    """Seconds of ``fn()``, started behind a barrier of the job."""
+    import torch.distributed as dist
+    dist.barrier()
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg: GroupProfileConfig, device,
+                  rank: int) -> tuple[list[float], list[float], list[float], float]:
+    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
+    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
+    again while other programs load the CPU."""
+    def lone() -> None:
+        if rank == 0:
+            reference()
+    for _ in range(max(1, cfg.warmup)):
+        _timed(reference, device)
+        _timed(step, device)
+    for _ in range(cfg.max_attempts):
+        load = ForeignLoad().start()
+        cpu0 = time.process_time()
+        steps, refs, lones = [], [], []
+        for _ in range(cfg.repeats):
+            refs.append(_timed(reference, device))
+            lones.append(_timed(lone, device))
+            steps.append(_timed(step, device))
+        foreign = _foreign_cores(load, cpu0, device)
+        if foreign <= FOREIGN_CORES_LIMIT:
+            break
+    return steps, refs, lones, foreign
+
+
+def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None
+                      ) -> tuple[list[PipelineTiming], float]:
+    """Every run of :func:`~autoplan.execute.pipeline_profile.pipeline_cases` in the initialised job:
+    (the runs, the largest foreign CPU load seen); the same result on every rank. Before each step
+    every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
+    while the others wait in a barrier (``lone_reference_s``)."""
+    mbs = min(cfg.mbs_list)
+    whole = _whole_model_case(job, mbs)
+
+    def reference() -> None:
+        whole.backward(whole.forward())
+        whole.module.zero_grad(set_to_none=True)
+    out, worst = [], 0.0
+    for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
+        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device)
+        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
+        worst = max(worst, foreign)
+        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
+                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                                  lone_reference_s=_median_max(lones)))
+        if progress is not None:
+            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
+        del step
+    return out, worst
+
+
+def add_group_timings(profile: ModelProfile, timings: dict[str, list],
                       environment: dict | None = None) -> ModelProfile:
-    """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced)."""
+    """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced); the
+    pipeline runs among them replace those of their world size, with the pipeline costs derived
+    from them (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`)."""
     for kind, gts in timings.items():
+        if kind == PIPELINES:
+            continue
         if kind == WHOLE_MODEL:
             worlds = {g.world for g in gts}
             profile.whole_model_timings = [g for g in profile.whole_model_timings if g.world not in worlds] + list(gts)
@@ -403,6 +486,18 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list[GroupTiming
         worlds = {g.world for g in gts}
         kp = profile.kinds[kind]
         kp.group_timings = [g for g in kp.group_timings if g.world not in worlds] + list(gts)
+    if timings.get(PIPELINES):      # after the layers' figures, which the costs are derived against
+        from autoplan.plan.pipeline_costs import fit_pipeline_costs, usable
+        runs = timings[PIPELINES]
+        worlds = {t.world for t in runs}
+        profile.pipeline_timings = [t for t in profile.pipeline_timings if t.world not in worlds] + list(runs)
+        profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
+        profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w) for w in sorted(worlds)) if c]
+        for c in profile.pipeline_costs:
+            if c.world in worlds and usable(c) is None:
+                print(f"warning: the pipelines measured on {c.world} processes contradict each other (the fit misses "
+                      f"one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed without them; "
+                      "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)
     return profile
@@ -422,7 +517,7 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
 # --------------------------------------------------------------------------------------------
 
 def profile_in_groups(cfg: GroupProfileConfig, nproc: int, *, progress: Callable[[int, int, str], None] | None = None,
-                      timeout_s: float = 600.0) -> tuple[dict[str, list[GroupTiming]], dict]:
+                      timeout_s: float = 600.0) -> tuple[dict[str, list], dict]:
     """Start ``nproc`` local processes under torchrun (gloo on CPU, one thread each; NCCL on GPUs),
     measure, and return (the timings per kind, how they were measured). A job that stops making
     progress for ``timeout_s`` seconds is killed (with every process it started) and raises."""
@@ -449,7 +544,7 @@ def _worker_error(errors: list[str], returncode: int) -> str:
     return found[0] if found else f"exit code {returncode}"
 
 
-def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) -> tuple[dict[str, list[GroupTiming]], dict]:
+def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) -> tuple[dict[str, list], dict]:
     with tempfile.TemporaryDirectory(prefix="autoplan-groups-") as tmp:
         out = Path(tmp) / "groups.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
@@ -470,7 +565,8 @@ def _run_job(cfg: GroupProfileConfig, nproc: int, progress, timeout_s: float) ->
             raise _JobCrashed(f"measuring in groups of {nproc} processes failed: "
                               f"{_worker_error(errors, proc.returncode)[:300]}")
         d = json.loads(out.read_text())
-    timings = {k: [GroupTiming(**g) for g in v] for k, v in d["timings"].items()}
+    timings = {k: [PipelineTiming(**{**g, "chunks": tuple(g["chunks"])}) if k == PIPELINES else GroupTiming(**g)
+                   for g in v] for k, v in d["timings"].items()}
     return timings, d["environment"]
 
 

@@ -18,11 +18,12 @@ from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_
                                                in_group_fsdp_s, in_group_terms, in_group_world, matrix_width,
                                                stack_terms, sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
+from autoplan.plan.pipeline_costs import extra_message_s, usable
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import BYTES_PER_ELEMENT
 from autoplan.profile.assumptions import STACKS, SoftwareStack
-from autoplan.profile.formats import ClusterProfile, ModelProfile, is_fp8
+from autoplan.profile.formats import ClusterProfile, ModelProfile, PipelineCosts, is_fp8
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class _Shared:
     world: int | None
     f_compute: float
     f_optimizer: float
+    pipe: PipelineCosts | None
+    """what the pipelines measured in groups of ``world`` processes cost beyond their layers"""
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
@@ -187,7 +190,8 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         grads_replace_acts=executor and dp == 1 and pp == 1 and not accumulate,     # cost.py docstring
         opt_temp_b=4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0,
         parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
-        world=world, f_compute=f_compute, f_optimizer=f_optimizer)
+        world=world, f_compute=f_compute, f_optimizer=f_optimizer,
+        pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None)
 
 
 def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
@@ -211,6 +215,11 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     act, full_act = _activation_bytes(sh, kind, shard, is_block, out_b * layout.cp)
     act, full_act = act / layout.cp, full_act / layout.cp
     compute, recompute, tp_comm, optimizer, slow = _time_terms(sh, kind_name, kind, shard, is_block, out_b)
+    p2p = _p2p_s(sh, kind_name, shard, out_b)
+    if sh.pipe is not None and p2p > 0:
+        # measured in groups (per_chunk_s, evaluate) at the runs' micro-batch: only larger messages add
+        measured_b = kind.timing(sh.pipe.mbs).output_bytes * sh.act_scale
+        p2p = extra_message_s(lambda b: _p2p_s(sh, kind_name, shard, b) / 2, out_b, measured_b)
     cp_comm, kv_gathered = _context_parallel_terms(sh, t, shard, is_block)
     act += kv_gathered
     params = kind.param_count / shard
@@ -224,7 +233,7 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     cal = sh.cluster.calibration
     cost = LayerCost(
         compute_s=compute * slow * cal.compute_scale, recompute_s=recompute * slow * cal.compute_scale,
-        tp_comm_s=tp_comm * cal.tp_scale(layout.tp), cp_comm_s=cp_comm * cal.comm_scale, p2p_s=_p2p_s(sh, kind_name, shard, out_b) * cal.comm_scale,
+        tp_comm_s=tp_comm * cal.tp_scale(layout.tp), cp_comm_s=cp_comm * cal.comm_scale, p2p_s=p2p * cal.comm_scale,
         dp_sync_s=dp_sync * cal.dp_sync_scale, optimizer_s=optimizer * slow * cal.compute_scale,
         static_bytes=int(math.ceil(static)),
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),

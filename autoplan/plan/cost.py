@@ -19,6 +19,15 @@ Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m
 ``overhead`` and the scale factors on compute and communication coefficients come from the
 cluster profile's calibration (``validate --calibrate``); uncalibrated they are 0 and 1.
 
+Where the model profile holds pipelines measured in groups of the cluster's size (``profile model
+--nproc N``, :mod:`autoplan.plan.pipeline_costs`), a pipeline also costs what they showed beyond their
+layers: ``a`` per chunk and micro-batch (its schedule actions and messages; it replaces the cluster's
+send/recv fit, whose growth beyond the measured message size is kept) in ``C_j`` and so ``vp * a`` in
+``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief only
+as far as they showed it (``1 - e * (1 - relief)``). All three are constant for an outer layout, so the
+placement ILP is unchanged and its bounds stay bounds. A fit that does not explain its own runs
+(``pipeline_costs.FIT_ERROR_LIMIT``) is not used.
+
 Where the coefficients come from, per layer kind, best first:
 
 - **measured inside real groups** (``autoplan profile model --nproc N``,
@@ -132,8 +141,10 @@ from __future__ import annotations
 import math
 
 from autoplan.errors import InputError
+from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
+from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s, usable
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -195,14 +206,22 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         for u, _ in edges:
             p2p[b % p] += costs[u].p2p_s
             chunk_s[b] += costs[u].p2p_s
+    pipe = usable(profile.pipeline_cost(cluster.world_size)) if p > 1 and in_group_world(profile, cluster) else None
+    if pipe is not None:
+        # measured in groups: every chunk's actions and messages per micro-batch (pipeline_costs.py)
+        per_chunk = per_chunk_s(pipe, layout) * cluster.calibration.comm_scale
+        chunk_s = [c + per_chunk for c in chunk_s]
+        p2p = [x + v * per_chunk for x in p2p]
     for r in range(p):
         tau[r] = comp[r] + reco[r] + tpc[r] + cpc[r] + p2p[r]
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
     bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
-    relief = shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble)
+    relief = measured_relief(shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble), pipe)
     comp, reco, tpc, cpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, cpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
+    if pipe is not None:
+        bubble += pipe.per_step_s * cluster.calibration.compute_scale    # the schedule's per-step work
     dp_sync = max(dps)
     optimizer = max(opt)
     overhead = cluster.calibration.step_overhead_s

@@ -120,6 +120,59 @@ class GroupTiming:
         return self.world, self.tp, self.sp, self.dp
 
 
+@dataclass(frozen=True)
+class PipelineTiming:
+    """One short real pipeline of the model run inside the group job (``profile model --nproc N``,
+    :mod:`autoplan.execute.pipeline_profile`): the executor's own stages and torch schedule, every
+    rank of the job in some pipeline at once. The slowest rank's median step (forward and backward
+    of every micro-batch, no optimizer)."""
+
+    world: int
+    """processes that ran at once"""
+    pp: int
+    vp: int
+    schedule: str
+    """``1f1b`` or ``interleaved``"""
+    num_microbatches: int
+    mbs: int
+    chunks: tuple[int, ...]
+    """units per chunk, in model order (chunk j on pipeline rank j mod pp)"""
+    step_s: float
+    reference_s: float = 0.0
+    """the whole model's forward+backward at ``mbs`` on every rank at once, timed before each step (the
+    slowest rank's median; 0: not measured): ``step_s`` relative to the in-group whole-model figure"""
+    lone_reference_s: float = 0.0
+    """the same on one rank while the others wait in a barrier (0: not measured): ``reference_s /
+    lone_reference_s`` is how much a rank gains while the others wait (the relief's floor)"""
+
+
+@dataclass(frozen=True)
+class PipelineCosts:
+    """What a pipeline step costs beyond its layers' own time on ``world`` processes, derived from
+    the profile's :class:`PipelineTiming` runs of that world (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`);
+    the cost model's pipeline term uses it in place of the cluster's send/recv fit and of the
+    assumption that a waiting rank leaves all of its core to the others."""
+
+    world: int
+    mbs: int
+    """the micro-batch size of the runs (messages of other sizes add the cluster's bandwidth term)"""
+    per_chunk_s: float
+    """per chunk and micro-batch under 1F1B (and GPipe): its forward and backward actions in the
+    schedule, the messages they send and receive and the waits between (beyond the layers' in-group time)"""
+    idle_share: float
+    """in [0, 1]: how much of the shared-device relief (:func:`autoplan.plan.schedules.shared_device_relief`)
+    the runs showed: 1 = a waiting rank leaves its whole core to the others, 0 = nothing"""
+    per_chunk_interleaved_s: float = 0.0
+    """the same under interleaved 1F1B (torch's ``ScheduleInterleaved1F1B`` runs its actions through
+    another code path than ``Schedule1F1B``: measured apart)"""
+    per_step_s: float = 0.0
+    """per step: the schedule's own work that does not grow with micro-batches or chunks"""
+    slowdown: float = 1.0
+    """the layers' in-group time over their time alone that the fit used (the relief's floor)"""
+    fit_error: float = 0.0
+    """the largest relative error of the fit on its runs"""
+
+
 @dataclass
 class LayerKindProfile:
     """Costs shared by every layer of one kind (e.g. every transformer block)."""
@@ -267,6 +320,15 @@ class ModelProfile:
     whole_model_timings: list[GroupTiming] = field(default_factory=list)
     """the whole model (every unit composed) measured with ``world`` processes at once, per mbs:
     layers composed into a model run slower than each alone (``profile model --nproc``)"""
+    pipeline_timings: list[PipelineTiming] = field(default_factory=list)
+    """short real pipelines of the model inside the group job (``profile model --nproc``; absent in
+    older profiles)"""
+    pipeline_costs: list[PipelineCosts] = field(default_factory=list)
+    """what those runs say a pipeline costs beyond its layers, one per world size"""
+
+    def pipeline_cost(self, world: int) -> PipelineCosts | None:
+        """The pipeline costs derived for ``world`` processes, or None (not measured)."""
+        return next((c for c in self.pipeline_costs if c.world == world), None)
 
     def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
         """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
@@ -298,6 +360,8 @@ class ModelProfile:
             "optimizer_step_s_per_param": self.optimizer_step_s_per_param,
             "optimizer_step_s_per_param_sgd": self.optimizer_step_s_per_param_sgd,
             "whole_model_timings": [asdict(g) for g in self.whole_model_timings],
+            **({"pipeline_timings": [{**asdict(t), "chunks": list(t.chunks)} for t in self.pipeline_timings],
+                "pipeline_costs": [asdict(c) for c in self.pipeline_costs]} if self.pipeline_timings else {}),
             "layers": [asdict(l) for l in self.layers],
             "edges": [list(e) for e in self.edges],
             "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings]}
@@ -360,20 +424,64 @@ class ModelProfile:
                    optimizer_step_s_per_param_sgd=as_float(d.get("optimizer_step_s_per_param_sgd", 0.0),
                                                            f"{source}: optimizer_step_s_per_param_sgd"),
                    source=as_str(d.get("source", "measured"), f"{source}: source"),
-                   whole_model_timings=_group_timings(d.get("whole_model_timings", []), f"{source}: whole_model_timings"))
+                   whole_model_timings=_group_timings(d.get("whole_model_timings", []), f"{source}: whole_model_timings"),
+                   pipeline_timings=[_pipeline_timing(t, f"{source}: pipeline_timings[{i}]")
+                                     for i, t in enumerate(as_list(d.get("pipeline_timings", []),
+                                                                   f"{source}: pipeline_timings"))],
+                   pipeline_costs=[_pipeline_costs(c, f"{source}: pipeline_costs[{i}]")
+                                   for i, c in enumerate(as_list(d.get("pipeline_costs", []),
+                                                                 f"{source}: pipeline_costs"))])
 
     @classmethod
     def load(cls, path) -> "ModelProfile":
         return cls.from_dict(read_json(path, "model profile"), source=str(path))
 
 
+def _known_keys(d: dict, cls, where: str) -> None:
+    unknown = set(d) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"{where}: unknown keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
+
+
+def _pipeline_timing(t: Any, where: str) -> PipelineTiming:
+    """A PipelineTiming from JSON (InputError naming the field otherwise)."""
+    t = as_dict(t, where)
+    _known_keys(t, PipelineTiming, where)
+    size = {f: as_int(require(t, f, where), f"{where}.{f}", minimum=1, maximum=MAX_DEVICES)
+            for f in ("world", "pp", "vp", "num_microbatches", "mbs")}
+    schedule = as_str(require(t, "schedule", where), f"{where}.schedule")
+    if schedule not in ("gpipe", "1f1b", "interleaved"):
+        raise InputError(f"{where}.schedule must be gpipe, 1f1b or interleaved, got {short_repr(schedule)}")
+    chunks = tuple(as_int(c, f"{where}.chunks", minimum=1, maximum=MAX_DEVICES)
+                   for c in as_list(require(t, "chunks", where), f"{where}.chunks"))
+    if len(chunks) != size["pp"] * size["vp"]:
+        raise InputError(f"{where}: {len(chunks)} chunks listed but pp*vp = {size['pp'] * size['vp']}")
+    return PipelineTiming(**size, schedule=schedule, chunks=chunks,
+                          step_s=as_float(require(t, "step_s", where), f"{where}.step_s", positive=True),
+                          reference_s=as_float(t.get("reference_s", 0.0), f"{where}.reference_s"),
+                          lone_reference_s=as_float(t.get("lone_reference_s", 0.0), f"{where}.lone_reference_s"))
+
+
+def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
+    """A PipelineCosts from JSON (InputError naming the field otherwise)."""
+    c = as_dict(c, where)
+    _known_keys(c, PipelineCosts, where)
+    return PipelineCosts(
+        world=as_int(require(c, "world", where), f"{where}.world", minimum=1, maximum=MAX_DEVICES),
+        mbs=as_int(require(c, "mbs", where), f"{where}.mbs", minimum=1, maximum=MAX_BATCH),
+        per_chunk_s=as_float(require(c, "per_chunk_s", where), f"{where}.per_chunk_s"),
+        idle_share=as_float(require(c, "idle_share", where), f"{where}.idle_share", maximum=1.0),
+        per_chunk_interleaved_s=as_float(c.get("per_chunk_interleaved_s", 0.0), f"{where}.per_chunk_interleaved_s"),
+        per_step_s=as_float(c.get("per_step_s", 0.0), f"{where}.per_step_s"),
+        slowdown=as_float(c.get("slowdown", 1.0), f"{where}.slowdown", minimum=1.0),
+        fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"))
+
+
 def _group_timing(g: Any, where: str) -> GroupTiming:
     """A GroupTiming from JSON: positive integer sizes, finite non-negative times (InputError otherwise)."""
     g = as_dict(g, where)
     fields = GroupTiming.__dataclass_fields__
-    unknown = set(g) - set(fields)
-    if unknown:
-        raise InputError(f"{where}: unknown keys {short_repr(', '.join(sorted(map(str, unknown))), 80)}")
+    _known_keys(g, GroupTiming, where)
     if "world" not in g or "mbs" not in g:
         raise InputError(f"{where}: needs world and mbs")
     return GroupTiming(**{f: (as_float(g[f], f"{where}.{f}") if f.endswith("_s") else

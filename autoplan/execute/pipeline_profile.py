@@ -1,0 +1,85 @@
+"""Short real pipelines of the model, measured inside the group job (``profile model --nproc N``).
+
+The layers' in-group figures (:mod:`autoplan.execute.group_profile`) say what a chunk's layers cost
+with every process busy. A pipeline step costs more than its layers: each chunk runs a forward and a
+backward action per micro-batch through torch's schedule, sends and receives a message per action,
+and its rank waits for its neighbours, which on processes that share cores lends (or does not lend)
+the core to the others. Here the executor's own pipeline runs (:func:`autoplan.execute.pp.split_model`,
+:func:`autoplan.execute.pp.build_schedule`: just-in-time receive buffers, torch's ``Schedule1F1B`` and
+``ScheduleInterleaved1F1B``) for a few steps, every rank of the job in a pipeline at once::
+
+    pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), even chunks
+    1F1B         m = pp and m = 4 pp
+    interleaved  vp = 2, m = pp and m = 4 pp        (where the model has 2 pp units)
+    micro-batch  the smallest profiled size
+
+Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
+(measured again while other programs load the CPU, as the layer cases). Before each step every rank
+runs the whole model's forward and backward once on its own (the in-group whole-model case): the
+median of these ``reference_s`` puts the steps on the scale of the layers' figures, measured minutes
+apart, on a machine whose load may have changed in between; then rank 0 runs it once more while the
+other ranks wait in a barrier (``lone_reference_s``): how much faster one rank computes while the
+others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
+layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
+:func:`autoplan.execute.group_profile.measure_pipelines` times them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+PIPELINES = "(pipelines)"
+"""key of the pipeline runs among the per-kind timings a group job returns"""
+
+PIPELINE_SCHEDULES = ((1, "1f1b"), (2, "interleaved"))
+"""(vp, schedule) of the measured runs"""
+
+MICROBATCH_FACTORS = (1, 4)
+"""micro-batches of the measured runs, in multiples of pp: one where the fill and drain dominate,
+one where the steady state does"""
+
+
+def pipeline_cases(world: int, units: int) -> list[tuple[int, int, str, int]]:
+    """(pp, vp, schedule, num_microbatches) of every run in a job of ``world`` processes for a model
+    of ``units`` units (none on one process)."""
+    if world < 2:
+        return []
+    pp = 2 if world % 2 == 0 else world
+    return [(pp, vp, schedule, k * pp) for vp, schedule in PIPELINE_SCHEDULES if units >= pp * vp
+            for k in MICROBATCH_FACTORS]
+
+
+def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
+    """``units`` split into ``chunks`` contiguous chunks as evenly as possible (the later ones larger:
+    the last holds the head, the first the light embedding)."""
+    base, extra = divmod(units, chunks)
+    return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
+
+
+def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
+                  ) -> tuple[tuple[int, ...], Callable[[], None]]:
+    """(the chunk sizes, one step's closure) of this rank's part of a pipeline run in the job ``job``
+    (a group_profile ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
+    gradients cleared after each step (the executor's optimizer step clears them)."""
+    from autoplan.execute.apply import token_cross_entropy
+    from autoplan.execute.pp import build_schedule, split_model, stage_ids
+    from autoplan.models.registry import sample_tokens
+    names = job.model.unit_names()
+    sizes = even_chunks(len(names), pp * vp)
+    bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
+    stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
+    ids = stage_ids(job.rank % pp, pp=pp, vp=vp)
+    chunks = [c.to(device).train() for c in split_model(job.model, stages, ids)]
+    sched = build_schedule(chunks, ids, num_stages=pp * vp, schedule=schedule, n_microbatches=m,
+                           loss_fn=token_cross_entropy, device=device, group=job.group_mesh(pp).get_group())
+    pipeline = job.rank // pp
+    tokens = sample_tokens(job.vocab, mbs * m, job.seq_len, job.cfg.seed + pipeline).to(device)
+    labels = sample_tokens(job.vocab, mbs * m, job.seq_len, job.cfg.seed + 1000 + pipeline).to(device)
+    first, last = 0 in ids, pp * vp - 1 in ids
+
+    def step() -> None:
+        sched.step(*((tokens,) if first else ()), target=labels if last else None, losses=[], return_outputs=False)
+        for c in chunks:
+            for p in c.parameters():
+                p.grad = None
+    return sizes, step

@@ -1,0 +1,200 @@
+"""What a pipeline step costs beyond its layers, from short real pipelines measured in groups.
+
+``profile model --nproc N`` runs the model's own pipeline a few times inside the group job
+(:mod:`autoplan.execute.pipeline_profile`: 2 stages, 1F1B and interleaved, few and many
+micro-batches). :func:`fit_pipeline_costs` explains those step times with the layers' in-group
+figures of the same job and a few measured quantities (:class:`~autoplan.profile.formats.PipelineCosts`)::
+
+    C_j      = sum_{l in j} (fwd_l + bwd_l) * f_c  +  a            chunk j per micro-batch
+    tau_r    = sum_{chunks j of rank r} C_j
+    step     = relief * pipeline_s(tau, C) + c                     (schedules.pipeline_s)
+    relief   = 1 - e * (1 - max(1/s, min(1, u))),  u = sum_r m tau_r / (pp * pipeline_s)
+
+``a`` (``per_chunk_s`` under 1F1B, ``per_chunk_interleaved_s`` under interleaved 1F1B, which
+torch runs through another code path): per chunk and micro-batch, its forward and backward actions in torch's
+schedule with the messages they send and receive; ``e`` (``idle_share``): how much of its core a
+waiting rank really leaves to the others (``e = 1`` is
+:func:`~autoplan.plan.schedules.shared_device_relief`'s assumption, ``e = 0`` none); ``c``
+(``per_step_s``): the schedule's per-step work; ``s``: how much faster one rank computes while the
+others wait than with every process busy (the runs' references, :mod:`autoplan.execute.pipeline_profile`;
+else the layers' in-group time over their time alone); ``f_c``: the whole model's in-group time over
+the sum of its layers' (:func:`~autoplan.plan.coefficient_sources.composition_factors`). The fit
+minimises the squared relative errors over the runs (:func:`fit_pipeline_costs`).
+
+The cost model (:func:`autoplan.plan.cost.evaluate`) then costs a pipeline on an N-process cluster
+with the same terms (its messages beyond the measured micro-batch size through the cluster's
+send/recv fit, :func:`extra_message_s`): no constant fitted to benchmark layouts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from autoplan.plan.plan import Layout
+from autoplan.plan.schedules import pipeline_s
+from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming
+
+IDLE_SHARE_GRID = 20
+"""the fit tries idle_share = k / IDLE_SHARE_GRID, k = 0..IDLE_SHARE_GRID"""
+FIT_ERROR_LIMIT = 0.25
+"""a fit that misses one of its runs by more than this (relative) is kept in the profile but not
+used: the runs contradict each other (a machine whose load changed between them)"""
+RELIEF_ITERATIONS = 6
+"""rounds of (relief from the terms, terms from the relief) per idle_share"""
+
+
+def base_relief(slowdown: float, busy_s: list[float], pipeline: float) -> float:
+    """The shared-device relief of :func:`autoplan.plan.schedules.shared_device_relief` for a device
+    ``slowdown`` s: ``max(1/s, min(1, u))``, u the ranks' busy share of the pipeline."""
+    if slowdown <= 1.0 or len(busy_s) < 2 or pipeline <= 0:
+        return 1.0
+    return max(1.0 / slowdown, min(1.0, sum(busy_s) / (len(busy_s) * pipeline)))
+
+
+def usable(costs: PipelineCosts | None) -> PipelineCosts | None:
+    """``costs`` where its fit explains its runs (:data:`FIT_ERROR_LIMIT`), else None."""
+    return costs if costs is not None and costs.fit_error <= FIT_ERROR_LIMIT else None
+
+
+def measured_relief(relief: float, costs: PipelineCosts | None) -> float:
+    """``relief`` (the full shared-device relief) as far as the measured pipelines showed it."""
+    if costs is None:
+        return relief
+    return 1.0 - costs.idle_share * (1.0 - relief)
+
+
+def _unit_times(profile: ModelProfile, world: int, mbs: int) -> list[float] | None:
+    """Each unit's in-group forward+backward at ``mbs`` (times the composition factor), in model
+    order; None where a kind lacks figures for ``world``."""
+    from autoplan.plan.coefficient_sources import composition_factors
+    f_c, _ = composition_factors(profile, world, mbs)
+    out = []
+    for info in profile.layers:
+        g = profile.kinds[info.kind].group_timing(mbs, world=world)
+        if g is None:
+            return None
+        out.append((g.forward_s + g.backward_s) * f_c)
+    return out
+
+
+def _slowdown(profile: ModelProfile, world: int, mbs: int, unit_s: list[float]) -> float:
+    """The layers' in-group time (every process busy) over their time alone (>= 1)."""
+    alone = sum(profile.kinds[i.kind].timing(mbs).forward_s + profile.kinds[i.kind].timing(mbs).backward_s
+                for i in profile.layers)
+    return max(1.0, sum(unit_s) / alone) if alone > 0 else 1.0
+
+
+def modelled_pipeline(run: PipelineTiming, unit_s: list[float], per_chunk_s: float) -> tuple[float, list[float]]:
+    """(pipeline_s, each rank's busy seconds) of ``run`` with the units' times and ``per_chunk_s``
+    added to every chunk."""
+    bounds = [sum(run.chunks[:j]) for j in range(len(run.chunks) + 1)]
+    chunk_s = [sum(unit_s[a:b]) + per_chunk_s for a, b in zip(bounds, bounds[1:])]
+    tau = [sum(chunk_s[r::run.pp]) for r in range(run.pp)]
+    layout = Layout(pp=run.pp, vp=run.vp, num_microbatches=run.num_microbatches, schedule=run.schedule)
+    return pipeline_s(tau, chunk_s, layout), [run.num_microbatches * t for t in tau]
+
+
+def _chunk_s(costs: PipelineCosts, interleaved: bool) -> float:
+    return costs.per_chunk_interleaved_s if interleaved else costs.per_chunk_s
+
+
+def per_chunk_s(costs: PipelineCosts, layout: Layout) -> float:
+    """The measured cost per chunk and micro-batch of ``layout``'s schedule."""
+    return _chunk_s(costs, layout.vp > 1)
+
+
+def _relief(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
+    pipe, busy = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
+    return measured_relief(base_relief(costs.slowdown, busy, pipe), costs)
+
+
+def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
+    """What the measured terms say ``run`` takes (module docstring)."""
+    pipe, _ = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
+    return _relief(run, unit_s, costs) * pipe + costs.per_step_s
+
+
+def on_layer_scale(profile: ModelProfile, runs: list[PipelineTiming]) -> list[PipelineTiming]:
+    """``runs`` with their step times on the scale of the profile's in-group figures: times the whole
+    model's in-group forward+backward over the reference timed beside the steps (unchanged where
+    either is missing)."""
+    out = []
+    for t in runs:
+        whole = profile.whole_model_timing(t.mbs, t.world)
+        if whole is not None and t.reference_s > 0:
+            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / t.reference_s)
+        out.append(t)
+    return out
+
+
+def fit_pipeline_costs(profile: ModelProfile, world: int) -> PipelineCosts | None:
+    """The :class:`PipelineCosts` of ``world`` from the profile's pipeline runs of that world and its
+    in-group layer figures (module docstring; the runs put on the figures' scale, :func:`on_layer_scale`);
+    None without runs or figures.
+
+    For each ``e`` of a grid, the step is linear in the unknowns once the relief is known::
+
+        step_i = relief_i * (P_i + k_i * a_i) + c,   P_i = pipeline_s(tau, C) with a = 0,
+        k_i = m + pp - 1 (1F1B) or m vp + pp - 1 (interleaved): what a added to every chunk adds
+
+    so (a 1F1B, a interleaved, c) is non-negative least squares in relative error, the relief
+    recomputed from the fitted terms a few times; the ``e`` with the smallest error wins."""
+    runs = [t for t in profile.pipeline_timings if t.world == world and len(profile.layers) == sum(t.chunks)]
+    if not runs:
+        return None
+    mbs = runs[0].mbs
+    runs = on_layer_scale(profile, [t for t in runs if t.mbs == mbs])
+    unit_s = _unit_times(profile, world, mbs)
+    if unit_s is None:
+        return None
+    lone = [t.reference_s / t.lone_reference_s for t in runs if t.lone_reference_s > 0 and t.reference_s > 0]
+    s = max(1.0, sorted(lone)[len(lone) // 2]) if lone else _slowdown(profile, world, mbs, unit_s)
+    base = [modelled_pipeline(t, unit_s, 0.0)[0] for t in runs]
+    slope = [t.num_microbatches * t.vp + t.pp - 1 for t in runs]
+    interleaved = [t.vp > 1 for t in runs]
+    best: tuple[float, PipelineCosts] | None = None
+    for k in range(IDLE_SHARE_GRID + 1):
+        costs = PipelineCosts(world=world, mbs=mbs, per_chunk_s=0.0, idle_share=k / IDLE_SHARE_GRID, slowdown=s)
+        for _ in range(RELIEF_ITERATIONS):
+            relief = [_relief(t, unit_s, costs) for t in runs]
+            rows = [[rl * kk / t.step_s if not v else 0.0, rl * kk / t.step_s if v else 0.0, 1.0 / t.step_s]
+                    for t, rl, kk, v in zip(runs, relief, slope, interleaved)]
+            ys = [1.0 - rl * b / t.step_s for t, rl, b in zip(runs, relief, base)]
+            a1, av, c = _nonnegative_least_squares(rows, ys)
+            if not any(interleaved):
+                av = a1
+            costs = replace(costs, per_chunk_s=a1, per_chunk_interleaved_s=av, per_step_s=c)
+        err = sum(((predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s) ** 2 for t in runs)
+        if best is None or err < best[0] - 1e-12:
+            best = (err, costs)
+    costs = best[1]
+    worst = max(abs(predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s for t in runs)
+    return replace(costs, slowdown=round(s, 4), fit_error=round(worst, 4))
+
+
+def _nonnegative_least_squares(rows: list[list[float]], ys: list[float]) -> list[float]:
+    """argmin ||A x - y|| over x >= 0, by trying every set of free unknowns (a handful of them)."""
+    import itertools
+
+    import numpy as np
+    a, y = np.asarray(rows, dtype=float), np.asarray(ys, dtype=float)
+    n = a.shape[1]
+    best, best_x = math.inf, [0.0] * n
+    for size in range(n + 1):
+        for free in itertools.combinations(range(n), size):
+            x = np.zeros(n)
+            if free:
+                x[list(free)] = np.linalg.lstsq(a[:, list(free)], y, rcond=None)[0]
+            if (x < 0).any():
+                continue
+            r = float(((a @ x - y) ** 2).sum())
+            if r < best - 1e-15:
+                best, best_x = r, [float(v) for v in x]
+    return best_x
+
+
+def extra_message_s(send_s, out_bytes: float, measured_bytes: float) -> float:
+    """A cut's send and receive per micro-batch beyond what ``per_chunk_s`` measured: the cluster's
+    send/recv time ``send_s(bytes)`` of the message minus that of the measured one (>= 0), both ways."""
+    return 2 * max(0.0, send_s(out_bytes) - send_s(measured_bytes))

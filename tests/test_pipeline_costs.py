@@ -1,0 +1,135 @@
+"""Pipeline costs derived from short real pipelines (profile model --nproc): the fit and its use (pure)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from autoplan.execute.pipeline_profile import even_chunks, pipeline_cases
+from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.cost import evaluate
+from autoplan.plan.pipeline_costs import _unit_times, fit_pipeline_costs, measured_relief, predicted_step_s
+from autoplan.plan.plan import Layout
+from autoplan.plan.training import TrainingConfig
+from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineCosts, PipelineTiming
+from tests.planner_instances import random_cluster, random_model_profile
+
+
+def grouped_profile(world: int = 4, blocks: int = 4) -> ModelProfile:
+    """A synthetic profile whose layers were "measured" in groups of ``world``, twice their time alone."""
+    prof = random_model_profile(random.Random(3), n_blocks=blocks)
+    for kind in prof.kinds.values():
+        kind.group_timings = [GroupTiming(world=world, mbs=t.mbs, forward_s=2 * t.forward_s,
+                                          backward_s=2 * t.backward_s, optimizer_s=1e-4) for t in kind.timings]
+    return prof
+
+
+def runs_made_with(prof: ModelProfile, costs: PipelineCosts) -> list[PipelineTiming]:
+    unit_s = _unit_times(prof, costs.world, costs.mbs)
+    out = []
+    for pp, vp, schedule, m in pipeline_cases(costs.world, len(prof.layers)):
+        run = PipelineTiming(world=costs.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=costs.mbs,
+                             chunks=even_chunks(len(prof.layers), pp * vp), step_s=1.0)
+        out.append(replace(run, step_s=predicted_step_s(run, unit_s, costs)))
+    return out
+
+
+def test_the_runs_cover_both_schedules_and_two_microbatch_counts():
+    assert pipeline_cases(1, 10) == []
+    assert pipeline_cases(4, 6) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2),
+                                    (2, 2, "interleaved", 8)]
+    assert {c[0] for c in pipeline_cases(3, 8)} == {3}          # odd worlds: one pipeline over every rank
+    assert pipeline_cases(4, 3) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8)]   # too few units to interleave
+    assert even_chunks(10, 4) == (2, 2, 3, 3) and sum(even_chunks(7, 3)) == 7
+
+
+@pytest.mark.parametrize("a,av,e,c", [(2e-3, 6e-3, 0.25, 1e-3), (0.0, 0.0, 1.0, 0.0), (5e-4, 5e-4, 0.0, 4e-3)])
+def test_the_fit_recovers_the_terms_the_runs_were_made_with(a, av, e, c):
+    prof = grouped_profile()
+    truth = PipelineCosts(world=4, mbs=1, per_chunk_s=a, per_chunk_interleaved_s=av, idle_share=e, per_step_s=c,
+                          slowdown=2.0)
+    prof.pipeline_timings = runs_made_with(prof, truth)
+    got = fit_pipeline_costs(prof, 4)
+    assert got.slowdown == pytest.approx(2.0)        # in-group over alone, from the profile
+    assert got.fit_error < 1e-3
+    assert got.per_chunk_s == pytest.approx(a, abs=2e-5) and got.per_step_s == pytest.approx(c, abs=2e-5)
+    assert got.per_chunk_interleaved_s == pytest.approx(av, abs=2e-5)
+    assert got.idle_share == pytest.approx(e)
+    assert fit_pipeline_costs(prof, 2) is None        # no runs of that world
+
+
+def test_profiles_keep_their_pipeline_runs_and_older_ones_load():
+    prof = grouped_profile()
+    prof.pipeline_timings = runs_made_with(prof, PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, idle_share=0.5))
+    prof.pipeline_costs = [fit_pipeline_costs(prof, 4)]
+    back = ModelProfile.from_dict(prof.to_dict())
+    assert back.pipeline_timings == prof.pipeline_timings and back.pipeline_cost(4) == prof.pipeline_costs[0]
+    old = prof.to_dict()
+    del old["pipeline_timings"], old["pipeline_costs"]
+    assert ModelProfile.from_dict(old).pipeline_cost(4) is None
+    from autoplan.errors import InputError
+    bad = prof.to_dict()
+    bad["pipeline_timings"][0]["chunks"] = [1, 2, 3]
+    with pytest.raises(InputError, match=r"pipeline_timings\[0\]: 3 chunks listed but pp\*vp = 2"):
+        ModelProfile.from_dict(bad)
+
+
+def test_the_cost_model_adds_the_measured_terms_to_every_chunk():
+    prof = grouped_profile(blocks=6)
+    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
+    train = TrainingConfig(global_batch=8)
+    names = prof.layer_names()
+    lay = Layout(dp=2, pp=2, mbs=1, num_microbatches=4, stages=[names[:4], names[4:]])
+
+    def step(a: float, c: float) -> tuple[float, dict]:
+        prof.pipeline_costs = [PipelineCosts(world=4, mbs=1, per_chunk_s=a, idle_share=0.0, per_step_s=c)]
+        p = evaluate(prof, cl, lay, train)
+        return p.step_time_s, p.breakdown_s
+    base, _ = step(0.0, 0.0)
+    cut = names[3]
+    assert layer_costs(prof, cl, lay, train)[cut].p2p_s == 0.0   # the runs' messages replace the cluster's fit
+    t, b = step(1e-3, 5e-3)
+    assert b["pp_p2p"] == pytest.approx(4 * 1e-3)
+    # 1F1B: every rank's tau grows by a: (m - 1) a in the steady state, pp a in the fill and drain
+    assert t - base == pytest.approx((4 - 1 + 2) * 1e-3 + 5e-3)
+    prof.pipeline_costs = []
+    assert layer_costs(prof, cl, lay, train)[cut].p2p_s > 0              # without runs: the cluster's fit
+
+
+def test_a_waiting_rank_lends_what_the_runs_showed():
+    half = PipelineCosts(world=4, mbs=1, per_chunk_s=0.0, idle_share=0.5)
+    assert measured_relief(0.6, half) == pytest.approx(0.8)
+    assert measured_relief(0.6, None) == 0.6
+    assert measured_relief(0.6, replace(half, idle_share=0.0)) == 1.0
+
+
+def test_runs_are_put_on_the_layers_scale_by_the_reference_timed_beside_them():
+    prof = grouped_profile()
+    def parts(mbs: int, attr: str) -> float:
+        return sum(getattr(prof.kinds[i.kind].group_timing(mbs, world=4), attr) for i in prof.layers)
+    prof.whole_model_timings = [GroupTiming(world=4, mbs=m, forward_s=parts(m, "forward_s"),
+                                            backward_s=parts(m, "backward_s")) for m in (1, 2, 4)]
+    truth = PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, per_chunk_interleaved_s=3e-3, idle_share=0.5,
+                          slowdown=1.5)
+    whole = prof.whole_model_timing(1, 4)
+    ref = whole.forward_s + whole.backward_s
+    # measured while the machine ran twice as slow as when the layers were: the references say so
+    prof.pipeline_timings = [replace(t, step_s=2 * t.step_s, reference_s=2 * ref, lone_reference_s=2 * ref / 1.5)
+                             for t in runs_made_with(prof, truth)]
+    got = fit_pipeline_costs(prof, 4)
+    assert got.slowdown == pytest.approx(1.5) and got.fit_error < 1e-3
+    assert got.per_chunk_s == pytest.approx(1e-3, abs=2e-5)
+    assert got.per_chunk_interleaved_s == pytest.approx(3e-3, abs=2e-5)
+
+
+def test_a_fit_that_does_not_explain_its_runs_is_not_used():
+    prof = grouped_profile(blocks=6)
+    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
+    names = prof.layer_names()
+    lay = Layout(dp=2, pp=2, mbs=1, num_microbatches=4, stages=[names[:4], names[4:]])
+    train = TrainingConfig(global_batch=8)
+    without = evaluate(prof, cl, lay, train).step_time_s
+    prof.pipeline_costs = [PipelineCosts(world=4, mbs=1, per_chunk_s=1e-2, idle_share=0.0, fit_error=0.9)]
+    assert evaluate(prof, cl, lay, train).step_time_s == without
