@@ -128,6 +128,31 @@ def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None
     return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
 
 
+def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -> str:
+    """"" when ``profile`` costs layouts on ``cluster`` from in-group figures or cannot have them; else
+    one line for the user: the profile (``spec``: its file, or the model measured on the fly) lacks
+    timings measured in groups of the cluster's processes, so layouts are costed from layers measured
+    alone, and the command that measures them."""
+    world = cluster.world_size
+    if (profile.source != "measured" or cluster.source == "catalogue" or cluster.num_nodes > 1 or world < 2
+            or profile.environment.get("device_type", cluster.device.type) != cluster.device.type
+            or in_group_world(profile, cluster) is not None):
+        return ""
+    measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
+    where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
+    is_file = spec.endswith(".json")
+    out = spec if is_file else "model.json"
+    mbs = sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
+    cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
+           f"--mbs {','.join(map(str, mbs))} --nproc {world}")
+    if profile.precision != "fp32":
+        cmd += f" --precision {profile.precision}"
+    then = "" if is_file else f", then pass --model {out}"
+    return (f"the model profile {spec if is_file else f'of {spec}'} was measured {where}, not in groups of the "
+            f"cluster's {world} processes: layouts are costed from parts measured alone, which under-predicts "
+            f"collectives and shared cores; measure it: {cmd}{then}")
+
+
 def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:
     """(compute, optimizer) factors by which the layers composed into the whole model run slower
     than the sum of each measured on its own, with ``world`` processes at once (both measured by
