@@ -85,22 +85,26 @@ def _progress(description: str, enabled: bool = True) -> Iterator:
 
 @contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """While active, each :class:`AutoplanWarning` the library raises is one ``warning: ...`` line on
-    stderr (every time); other warnings show as Python shows them."""
+    """Each distinct :class:`AutoplanWarning` the library raises while active becomes one ``warning: ...``
+    line on stderr once the command has succeeded (after its output; a failed command prints its one
+    ``error:`` line alone); other warnings show as Python shows them."""
     import warnings
 
     from autoplan.errors import AutoplanWarning
+    said: dict[str, None] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("always", AutoplanWarning)
         show_python = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None) -> None:
             if issubclass(category, AutoplanWarning):
-                typer.echo(f"warning: {message}", err=True)
+                said[str(message)] = None
             else:
                 show_python(message, category, filename, lineno, file, line)
         warnings.showwarning = show
         yield
+    for message in said:
+        typer.echo(f"warning: {message}", err=True)
 
 
 def _console(err: bool = False):
