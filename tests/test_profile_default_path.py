@@ -4,14 +4,14 @@
   multi-process cluster profile (solve, estimate, validate): one ``warning:`` line with the exact
   command that measures it; none where in-group figures are there or cannot apply (catalogue clusters).
 - ``autoplan profile --model M --nproc N`` writes both profiles in one command, the model measured in
-  groups of N: planning on them warns of nothing.
+  groups of N (tests/test_validate.py runs it; validate on them warns of nothing); options given to it
+  before a subcommand are refused.
 
     python -m pytest tests/test_profile_default_path.py -q
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -55,17 +55,13 @@ def test_a_model_measured_on_the_fly_is_told_where_to_write_its_profile():
                          "--nproc 2, then pass --model model.json")
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_profile_with_nproc_measures_model_in_groups_and_cluster(tmp_path, capsys):
-    model, cluster = tmp_path / "m.json", tmp_path / "c.json"
-    code, err = cli(capsys, "profile", "--model", "gpt-tiny", "--nproc", "2", "--mbs", "1", "--repeats", "1",
-                    "--max-size", "64KiB", "--memory-per-device", "64MiB", "--model-out", str(model),
-                    "--cluster-out", str(cluster))
-    assert code == 0, err
-    m, c = json.loads(model.read_text()), json.loads(cluster.read_text())
-    assert {g["world"] for g in m["kinds"]["block"]["group_timings"]} == {2}
-    assert c["world_size"] == 2 and c["device"]["memory_bytes"] == 64 * 2**20
-    assert estimate(capsys, str(model), str(cluster)) == (0, [])
-    # the old subcommands still measure one each; options of theirs go after their name
-    assert cli(capsys, "profile", "--nproc", "2", "cluster", "--out", str(cluster))[0] == 2
+def test_profile_options_go_with_the_command_that_takes_them(capsys, tmp_path):
+    """``autoplan profile --model M --nproc N`` measures both (run by tests/test_validate.py, whose validate then
+    warns of nothing); its options before a subcommand are refused before anything is measured."""
+    assert cli(capsys, "profile", "--nproc", "2", "cluster", "--out", str(tmp_path / "c.json")) == (2, [
+        "error: give --nproc after `autoplan profile cluster`, or leave out the subcommand to measure the model "
+        "and the cluster in one command"])
+    assert cli(capsys, "profile", "--model", "gpt-tiny") == (2, [
+        "error: autoplan profile needs --model M and --nproc N (it measures both; or use profile model / "
+        "profile cluster)"])
+    assert not (tmp_path / "c.json").exists() and not Path("model.json").exists()

@@ -40,7 +40,8 @@ frame #0: c10::Error::Error
 
 
 def test_final_exception_is_the_last_one_without_frames():
-    assert final_exception(CHAINED) == "RuntimeError: Connection closed by peer [127.0.0.1]:1234 second line of the message"
+    assert final_exception(CHAINED) == ("RuntimeError: Connection closed by peer [127.0.0.1]:1234 "
+                                        "second line of the message")
     assert final_exception("no traceback here\n") == ""
 
 

@@ -129,10 +129,11 @@ def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None
 
 
 def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -> str:
-    """"" when ``profile`` costs layouts on ``cluster`` from in-group figures or cannot have them; else
-    one line for the user: the profile (``spec``: its file, or the model measured on the fly) lacks
-    timings measured in groups of the cluster's processes, so layouts are costed from layers measured
-    alone, and the command that measures them."""
+    """What the user should know about ``profile`` on ``cluster``, in one line: that it lacks timings
+    measured in groups of the cluster's processes (``spec``: its file, or the model measured on the
+    fly), so layouts are costed from layers measured alone, and the command that measures them;
+    the empty string where the in-group figures are there or cannot apply (analytic profiles,
+    catalogue clusters, several nodes, one process, another device type)."""
     world = cluster.world_size
     if (profile.source != "measured" or cluster.source == "catalogue" or cluster.num_nodes > 1 or world < 2
             or profile.environment.get("device_type", cluster.device.type) != cluster.device.type
@@ -145,7 +146,9 @@ def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -
     mbs = sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
     cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
            f"--mbs {','.join(map(str, mbs))} --nproc {world}")
-    if profile.precision != "fp32":
+    if cluster.device.type == "cuda":
+        cmd += " --device cuda"
+    if profile.precision != ("bf16" if cluster.device.type == "cuda" else "fp32"):     # profile model's default
         cmd += f" --precision {profile.precision}"
     then = "" if is_file else f", then pass --model {out}"
     return (f"the model profile {spec if is_file else f'of {spec}'} was measured {where}, not in groups of the "
