@@ -14,7 +14,7 @@ from autoplan.plan.plan import Layout, Prediction
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(500)
+@pytest.mark.timeout(600)
 def test_validate_cli_json_matches_the_contract(tmp_path):
     # the README's one profiling command: the model measured alone and in groups of 2, and the 2 processes' links
     model, cluster = tmp_path / "model.json", tmp_path / "cluster.json"
