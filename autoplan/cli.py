@@ -19,7 +19,9 @@ from autoplan.errors import AutoplanError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a "
                        "PyTorch model.  profile -> solve -> run; `autoplan demo` does all three on this machine.")
-profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers or a cluster's links (writes JSON).")
+profile_app = typer.Typer(no_args_is_help=True, help="Measure a model's layers and this machine's processes in one "
+                          "command (autoplan profile --model M --nproc N writes model.json and cluster.json), or one "
+                          "of them: profile model, profile cluster.")
 app.add_typer(profile_app, name="profile")
 
 
@@ -82,6 +84,30 @@ def _progress(description: str, enabled: bool = True) -> Iterator:
         yield update
 
 
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Each distinct :class:`AutoplanWarning` the library raises while active becomes one ``warning: ...``
+    line on stderr once the command has succeeded (after its output; a failed command prints its one
+    ``error:`` line alone); other warnings show as Python shows them."""
+    import warnings
+
+    from autoplan.errors import AutoplanWarning
+    said: dict[str, None] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", AutoplanWarning)
+        show_python = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:
+            if issubclass(category, AutoplanWarning):
+                said[str(message)] = None
+            else:
+                show_python(message, category, filename, lineno, file, line)
+        warnings.showwarning = show
+        yield
+    for message in said:
+        typer.echo(f"warning: {message}", err=True)
+
+
 def _console(err: bool = False):
     from rich.console import Console
     stream = sys.stderr if err else sys.stdout
@@ -109,6 +135,43 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------------
 # profile
 # --------------------------------------------------------------------------------------------
+
+@profile_app.callback(invoke_without_command=True)
+def profile_both(
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="local processes (devices): the model is measured "
+                                                               "alone and inside groups of N, the links between N"),
+    memory_per_device: Optional[str] = typer.Option(None, help="memory budget per device, e.g. 48MiB (CPU)"),
+    mbs: str = typer.Option("1,2,4", help="micro-batch sizes to measure, comma-separated"),
+    model_out: Path = typer.Option(Path("model.json"), "--model-out", help="where to write the model profile"),
+    cluster_out: Path = typer.Option(Path("cluster.json"), "--cluster-out", help="where to write the cluster profile"),
+    repeats: Optional[int] = typer.Option(None, help="timed repeats per figure, both profiles (default: theirs)"),
+    max_size: Optional[str] = typer.Option(None, help="largest message size measured (default: profile cluster's)"),
+) -> None:
+    """Both profiles the planner needs, measured the accurate way: ``profile model --nproc N`` then
+    ``profile cluster --nproc N`` with these options (each subcommand's other options at their defaults)."""
+    from autoplan.errors import InputError
+    given = [o for o, v in (("--model", model), ("--nproc", nproc), ("--memory-per-device", memory_per_device))
+             if v is not None]
+    if ctx.invoked_subcommand is not None:
+        if given:
+            raise InputError(f"give {given[0]} after `autoplan profile {ctx.invoked_subcommand}`, or leave out the "
+                             f"subcommand to measure the model and the cluster in one command")
+        return
+    if model is None or nproc is None:
+        raise InputError("autoplan profile needs --model M and --nproc N (it measures both; or use "
+                         "profile model / profile cluster)")
+    both = ["--repeats", str(repeats)] if repeats is not None else []
+    runs = [("model", ["--model", model, "--out", str(model_out), "--mbs", mbs, "--nproc", str(nproc), *both]),
+            ("cluster", ["--nproc", str(nproc), "--out", str(cluster_out), *both]
+             + (["--memory-per-device", memory_per_device] if memory_per_device else [])
+             + (["--max-size", max_size] if max_size else []))]
+    for name, args in runs:
+        cmd = ctx.command.get_command(ctx, name)
+        with cmd.make_context(name, args, parent=ctx) as sub:
+            cmd.invoke(sub)
+
 
 @profile_app.command("model")
 def profile_model_cmd(
@@ -596,7 +659,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
         # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
         # SIGINT/SIGTERM raise Interrupted (a BaseException that click and typer leave alone).
-        with interrupts_raise():
+        with interrupts_raise(), _warnings_as_lines():
             code = app(args=argv, standalone_mode=False)
     except AutoplanError as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)

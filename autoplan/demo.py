@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,14 +38,19 @@ def measured_steps(output: str) -> list[tuple[int, float, float]]:
     return out
 
 
-def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: float = 600) -> list[tuple[int, float, float]]:
-    from autoplan.execute.launch import torchrun_command
-    cmd = torchrun_command(str(plan_path), str(train_script()), ["--steps", str(steps), "--lr", str(lr)])
+def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: float = 600,
+                    script: Path | None = None) -> list[tuple[int, float, float]]:
+    """Train ``steps`` steps of ``plan_path`` under torchrun (``script``: default :func:`train_script`)
+    and return rank 0's step lines; a failed job raises with the failing worker's own error."""
+    from autoplan.execute.launch import torchrun_command, worker_failure
     from autoplan.processes import run_command
-    proc = run_command(cmd, timeout_s=timeout_s)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise InputError(f"training with {plan_path} failed (exit {proc.returncode}): {tail[0]}")
+    with tempfile.TemporaryDirectory(prefix="autoplan-demo-logs-") as logs:
+        cmd = torchrun_command(str(plan_path), str(script or train_script()),
+                               ["--steps", str(steps), "--lr", str(lr)], log_dir=logs)
+        proc = run_command(cmd, timeout_s=timeout_s)
+        if proc.returncode != 0:
+            raise InputError(f"training with {plan_path} failed: "
+                             f"{worker_failure(logs, proc.stderr, proc.returncode)}")
     return measured_steps(proc.stdout)
 
 

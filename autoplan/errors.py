@@ -35,6 +35,11 @@ class LaunchError(AutoplanError):
     """The launch does not match the plan (world size, layer names)."""
 
 
+class AutoplanWarning(UserWarning):
+    """Something the user can do better, not an error (e.g. a model profile that lacks timings
+    measured in groups); ``autoplan.cli`` prints each as one ``warning: ...`` line on stderr."""
+
+
 class Interrupted(BaseException):
     """Ctrl-C (SIGINT) or SIGTERM arrived: unwind, clean up, exit ``128 + signum``.
 

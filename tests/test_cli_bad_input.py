@@ -1,20 +1,17 @@
-"""Bad input ends with one clear line on stderr and exit code 2: no traceback, no output file."""
+"""Bad input ends with one clear line on stderr and exit code 2: no traceback, no output file.
+
+The commands run in this process (tests/cli_utils.py); tests/test_cli_usage.py runs the installed script."""
 
 from __future__ import annotations
 
 import json
 import random
 import subprocess
-import sys
 
 import pytest
 
+from cli_utils import run_cli
 from planner_instances import random_cluster, random_model_profile
-
-
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplan.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

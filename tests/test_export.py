@@ -31,8 +31,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import tomllib
 import types
 import warnings
@@ -44,6 +42,7 @@ import pytest
 from autoplan.export import FRAMEWORKS, export_plan
 from autoplan.export.common import ExportRefused, model_shape
 from autoplan.plan.plan import Plan
+from cli_utils import run_cli
 from export_plans import done_when_plans, llama_layout_plans, plan_for
 
 PLAN_NAMES = ["ddp", "zero3", "tp_sp_pp_interleaved", "llama3_8b", "gpt3_175b"]
@@ -569,25 +568,21 @@ def test_export_warns_about_lossy_options(framework):
     assert _warned(exp, "powersgd", "exact gradient averaging")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplan.cli", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_export_command_writes_file_warns_and_prints_json(tmp_path):
     plan = done_when_plans()["llama3_8b"]
     plan_path = tmp_path / "plan.json"
     plan.save(plan_path)
     out = tmp_path / "ds.json"
-    r = _cli("export", str(plan_path), "--to", "deepspeed", "--out", str(out))
+    r = run_cli("export", str(plan_path), "--to", "deepspeed", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["gradient_accumulation_steps"] == plan.layout.num_microbatches
     assert "warning:" in r.stderr and "launch: deepspeed" in r.stderr
-    r = _cli("export", str(plan_path), "--to", "megatron", "--json")
+    r = run_cli("export", str(plan_path), "--to", "megatron", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["framework"] == "megatron" and d["config"]["tensor_model_parallel_size"] == 4
     assert d["text"].count("--") >= 5
-    r = _cli("export", str(plan_path), "--to", "torchtitan-toml")     # no --out: the file's text on stdout
+    r = run_cli("export", str(plan_path), "--to", "torchtitan-toml")     # no --out: the file's text on stdout
     assert r.returncode == 0 and "[parallelism]" in r.stdout
 
 
@@ -596,9 +591,9 @@ def test_export_command_refusal_is_one_line_exit_2(tmp_path):
     plan_path = tmp_path / "plan.json"
     plan.save(plan_path)
     out = tmp_path / "ds.json"
-    r = _cli("export", str(plan_path), "--to", "deepspeed", "--out", str(out))
+    r = run_cli("export", str(plan_path), "--to", "deepspeed", "--out", str(out))
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: cannot export to DeepSpeed")
     assert not out.exists()
-    r = _cli("export", str(plan_path), "--to", "nonsense")
+    r = run_cli("export", str(plan_path), "--to", "nonsense")
     assert r.returncode == 2 and "error:" in r.stderr

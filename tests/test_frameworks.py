@@ -1,17 +1,16 @@
 """--framework, context parallel and fp8 in the planner: rules, costs and bad input."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from cli_utils import run_cli
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.plan.api import estimate, solve
 from autoplan.plan.frameworks import FRAMEWORKS, framework, framework_violation
 from autoplan.plan.plan import Plan
 
-CLI = [sys.executable, "-m", "autoplan.cli"]
 
 
 def test_framework_specs():
@@ -79,10 +78,6 @@ def test_solve_searches_context_parallel_at_long_sequences():
     assert plan.layout.world_size == 8
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize("args, why", [
     (["--layout", "tp=2,cp=3"], "does not divide the sequence"),
     (["--layout", "tp=8,cp=16,pp=16,dp=8"], "does not match"),
@@ -96,7 +91,7 @@ def test_bad_input_is_one_line(args, why):
     for k in list(base):
         if k in args:
             base.pop(k)
-    r = _cli("estimate", *[x for kv in base.items() for x in kv], *args)
+    r = run_cli("estimate", *[x for kv in base.items() for x in kv], *args)
     assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and why in lines[0], r.stderr
@@ -104,12 +99,12 @@ def test_bad_input_is_one_line(args, why):
 
 def test_plan_records_framework_and_run_refuses_it(tmp_path):
     out = tmp_path / "plan.json"
-    r = _cli("solve", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80gb:1", "--global-batch", "64",
+    r = run_cli("solve", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80gb:1", "--global-batch", "64",
              "--framework", "megatron@2022", "--out", str(out), "--layout", "tp=2,pp=1")
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["training"]["framework"] == "megatron@2022"
     assert Plan.load(out).training.framework == "megatron@2022"
-    r = _cli("run", str(out), "--", "examples/train_gpt.py")
+    r = run_cli("run", str(out), "--", "examples/train_gpt.py")
     assert r.returncode == 2 and "made for --framework megatron@2022" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -20,20 +20,19 @@ About 2,400 generated cases; about 30-60 s on 2 cores.
 from __future__ import annotations
 
 import atexit
-import io
 import json
 import math
 import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from cli_utils import run_cli
 from fuzz_inputs import (CLUSTER_DOCS, MODEL_DOCS, SHAPE_DOCS, cluster_spec_text, corrupted_text, int_list_text,
                          layout_text, model_spec_text, mutated_doc, plausible_doc, size_text)
 
@@ -66,15 +65,8 @@ def write(name: str, content: bytes | dict) -> Path:
 
 def cli(*argv: str) -> tuple[int, str, str]:
     """``autoplan.cli.main(argv)`` in this process: (exit code, stdout, stderr)."""
-    from autoplan.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(argv))
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
+    proc = run_cli(*argv)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def assert_works_or_one_error(code: int, out: str, err: str) -> None:

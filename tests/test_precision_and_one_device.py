@@ -20,11 +20,12 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
 import torch
+
+from cli_utils import run_cli
 
 from autoplan.errors import InputError
 from autoplan.models.shapes import BUILTIN_SHAPES
@@ -35,11 +36,6 @@ from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 from autoplan.profile.layer_figures import is_parameter_copy, saved_activation_bytes
 from autoplan.profile.layers import profile_model
-
-
-def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplan.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -208,7 +204,7 @@ def test_validate_top_3_on_one_process(profiles, tmp_path):
     profile_one_device("cpu", memory_per_device_bytes=64 * 2**20).save(cluster)
     profiles["bf16"].save(model)
     proc = run_cli("validate", "--model", str(model), "--cluster", str(cluster), "--global-batch", "4",
-                   "--top-k", "3", "--steps", "1", "--warmup", "1", "--json", timeout=280)
+                   "--top-k", "3", "--steps", "1", "--warmup", "1", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout)["runs"]
     assert len(runs) == 3, runs

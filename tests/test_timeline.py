@@ -4,10 +4,7 @@ cost model, and the bars actually drawn."""
 from __future__ import annotations
 
 import json
-import math
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +12,7 @@ from autoplan.plan.figures import MEMORY_PARTS, plan_figures
 from autoplan.plan.plan import Plan
 from autoplan.plan.schedules import schedule_order
 from autoplan.plan.timeline import BAR_KINDS, ChunkTimes, check_tiles, simulate_pipeline
+from cli_utils import run_cli
 from export_plans import done_when_plans, plan_for
 
 SCHEDULE_CASES = [("gpipe", 4, 1, 8), ("1f1b", 4, 1, 8), ("1f1b", 4, 1, 4), ("1f1b", 8, 1, 16),
@@ -212,8 +210,7 @@ def test_show_command_writes_picture_and_json(tmp_path):
     pytest.importorskip("matplotlib")
     plan = done_when_plans()["tp_sp_pp_interleaved"]
     plan.save(tmp_path / "plan.json")
-    r = subprocess.run([sys.executable, "-m", "autoplan.cli", "show", str(tmp_path / "plan.json"), "--out",
-                        str(tmp_path / "p.svg"), "--json"], capture_output=True, text=True, timeout=120)
+    r = run_cli("show", str(tmp_path / "plan.json"), "--out", str(tmp_path / "p.svg"), "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert (tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
@@ -221,8 +218,7 @@ def test_show_command_writes_picture_and_json(tmp_path):
     kinds = {b["kind"] for b in d["timeline"]["bars"]}
     assert kinds >= {"forward", "backward", "p2p", "bubble"}
     assert ("recompute" in kinds) == (d["predicted"]["breakdown_s"]["recompute"] > 0)
-    r = subprocess.run([sys.executable, "-m", "autoplan.cli", "show", str(tmp_path / "plan.json"), "--out",
-                        str(tmp_path / "p.pdf")], capture_output=True, text=True, timeout=120)
+    r = run_cli("show", str(tmp_path / "plan.json"), "--out", str(tmp_path / "p.pdf"))
     assert r.returncode == 2 and r.stderr.startswith("error: --out must end in .png or .svg")
 
 
@@ -230,8 +226,7 @@ def test_show_refuses_a_plan_whose_profiles_are_gone(tmp_path):
     plan = Plan.from_dict(done_when_plans()["ddp"].to_dict())
     plan.training.model_profile = str(tmp_path / "gone.json")
     plan.save(tmp_path / "plan.json")
-    r = subprocess.run([sys.executable, "-m", "autoplan.cli", "show", str(tmp_path / "plan.json")],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("show", str(tmp_path / "plan.json"))
     assert r.returncode == 2 and "give --model" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "plan.png").exists()
 

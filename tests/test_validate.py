@@ -14,23 +14,24 @@ from autoplan.plan.plan import Layout, Prediction
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_validate_cli_json_matches_the_contract(tmp_path):
-    cluster = tmp_path / "cluster.json"
-    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "cluster", "--nproc", "2",
-                           "--memory-per-device", "256MiB", "--max-size", "64KiB", "--repeats", "2",
-                           "--out", str(cluster)], capture_output=True, text=True, timeout=180)
+    # the README's one profiling command: the model measured alone and in groups of 2, and the 2 processes' links
+    model, cluster = tmp_path / "model.json", tmp_path / "cluster.json"
+    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "--model", "gpt-tiny", "--nproc", "2",
+                           "--mbs", "1,2", "--repeats", "2", "--memory-per-device", "256MiB", "--max-size", "64KiB",
+                           "--model-out", str(model), "--cluster-out", str(cluster)],
+                          capture_output=True, text=True, timeout=300)
     assert prof.returncode == 0, prof.stderr
-    model = tmp_path / "model.json"
-    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "model", "--model", "gpt-tiny",
-                           "--mbs", "1,2", "--repeats", "2", "--out", str(model)], capture_output=True, text=True,
-                          timeout=180)
-    assert prof.returncode == 0, prof.stderr
+    assert {g["world"] for g in json.loads(model.read_text())["kinds"]["block"]["group_timings"]} == {2}
+    c = json.loads(cluster.read_text())
+    assert c["world_size"] == 2 and c["device"]["memory_bytes"] == 256 * 2**20
     proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(model), "--cluster",
                            str(cluster), "--global-batch", "4", "--top-k", "2", "--steps", "1", "--warmup", "1",
                            "--json", "--optimizer", "sgd", "--plot", str(tmp_path / "validate.png")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert "warning:" not in proc.stderr        # the model was measured in groups of the cluster's processes
     assert (tmp_path / "validate.png").read_bytes()[:4] == b"\x89PNG"
     out = json.loads(proc.stdout)
     assert out["chosen"] == 0 and len(out["runs"]) == 2

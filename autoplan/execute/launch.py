@@ -12,6 +12,7 @@ command on each with ``nnodes``, this node's ``node_rank`` and a shared ``rdzv_e
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -111,12 +112,14 @@ def _has_plan_arg(args: Sequence[str]) -> bool:
 
 def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, script_args: Sequence[str], *,
                      nnodes: int = 1, node_rank: int | None = None, rdzv_endpoint: str | None = None,
-                     max_restarts: int = 0) -> list[str]:
+                     max_restarts: int = 0, log_dir: str | os.PathLike | None = None) -> list[str]:
     """The ``python -m torch.distributed.run`` command line that runs ``script`` with the plan's layout.
 
     ``--plan plan_path`` is put before ``script_args`` unless they already carry ``--plan``.
     ``max_restarts > 0`` lets torchrun restart the whole worker group that often after a failure
     (the script resumes from its checkpoint: ``examples/train_gpt.py --ckpt-dir``).
+    ``log_dir``: each worker's stderr goes to a file of its own there instead of torchrun's stderr
+    (``--log-dir --redirects 2``), for :func:`worker_failure` to read; stdout stays torchrun's.
     Raises :class:`InputError` for a bad plan file, :class:`LaunchError` when ``nnodes`` does not
     divide the plan's world size or a multi-node launch lacks its rendezvous endpoint.
     """
@@ -131,6 +134,8 @@ def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, sc
            f"--nnodes={nnodes}"]
     if max_restarts:
         cmd.append(f"--max-restarts={max_restarts}")
+    if log_dir is not None:
+        cmd += [f"--log-dir={log_dir}", "--redirects=2"]
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
@@ -143,6 +148,65 @@ def torchrun_command(plan_path: str | os.PathLike, script: str | os.PathLike, sc
     if not _has_plan_arg(args):
         args = ["--plan", str(plan_path), *args]
     return [*cmd, str(script), *args]
+
+
+_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*"
+                         r"exitcode\s*:\s*(-?\d+)[^\n]*?(\((SIG\w+)\))?\s*$", re.S | re.M)
+"""torchrun's summary of a failed job: the rank that failed first, its local rank and exit code
+(negative: the signal that ended it, named in parentheses)"""
+
+_MESSAGE_LINES = 3
+"""lines of an exception's message kept (torch's C++ errors go on with a stack of frames)"""
+
+
+def final_exception(stderr: str) -> str:
+    """The exception that ended a Python process, from its stderr: the lines that follow the frames
+    of the last ``Traceback (most recent call last):`` (``ValueError: bad shape``; a message of
+    several lines joined by spaces, at most 3 lines, up to torch's ``Exception raised from``);
+    "" when there is no traceback."""
+    lines = stderr.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return ""
+    i = starts[-1] + 1
+    while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):   # frames, source, carets
+        i += 1
+    message = []
+    for line in lines[i:i + _MESSAGE_LINES]:
+        if not line.strip() or line.startswith(("Exception raised from", "frame #")):
+            break
+        message.append(line.strip())
+    return " ".join(message)
+
+
+def worker_failure(log_dir: str | os.PathLike, agent_stderr: str, returncode: int) -> str:
+    """One line saying why a torchrun job started with ``log_dir`` (:func:`torchrun_command`) failed,
+    from the worker's own words: the exception that ended the rank torchrun names as the root cause
+    (``rank 1 (exit 1): ValueError: ...``), else an ``error: ...`` line a worker printed (a refusal,
+    :func:`run_worker`), else that rank's last line, else how it ended (a signal)."""
+    found = list(_ROOT_CAUSE.finditer(agent_stderr))
+    if not found:
+        return f"torchrun exited {returncode}: {_last_line(agent_stderr) or '(no output)'}"
+    m = found[-1]
+    rank, local_rank, code, signal_name = int(m[1]), int(m[2]), int(m[3]), m[5]
+    who = f"rank {rank} ({'killed by ' + signal_name if signal_name else f'exit {code}'})"
+    attempts = sorted(Path(log_dir).glob("*/attempt_*"), key=lambda p: int(p.name.split("_")[-1]))
+    logs = sorted(attempts[-1].glob("*/stderr.log"), key=lambda p: int(p.parent.name)) if attempts else []
+    texts = {int(p.parent.name): p.read_text(errors="replace") for p in logs}
+    mine = texts.get(local_rank, "")
+    exception = final_exception(mine)
+    if exception:
+        return f"{who}: {exception}"
+    refusals = [line.strip()[len("error:"):].strip() for text in [mine, *texts.values()] for line in text.splitlines()
+                if line.startswith("error:")]
+    if refusals:
+        return f"{who}: {refusals[0]}"
+    return f"{who}: {_last_line(mine) or '(no output)'}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def launch(plan_path: str | os.PathLike, script: str | os.PathLike, args: Sequence[str], *, nnodes: int = 1,

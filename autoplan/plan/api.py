@@ -7,12 +7,14 @@ is costed exactly as ``estimate`` costs it.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from autoplan.errors import InfeasibleError, InputError, LayoutError
+from autoplan.errors import AutoplanWarning, InfeasibleError, InputError, LayoutError
 from autoplan.jsonio import read_json
+from autoplan.plan.coefficient_sources import in_group_advice
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
@@ -216,6 +218,9 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress,
                                  stack=fw.stack if analytic else None, mbs_list=mbs_list)
     check_profile_precision(prof, precision, source.spec)
+    advice = in_group_advice(prof, cl, source.spec)
+    if advice:
+        warnings.warn(advice, AutoplanWarning, stacklevel=2)
     stack = fw.stack if prof.source == "analytic" else None
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer,
                                             stack=stack, framework=fw.spec),

@@ -128,6 +128,34 @@ def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None
     return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
 
 
+def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -> str:
+    """What the user should know about ``profile`` on ``cluster``, in one line: that it lacks timings
+    measured in groups of the cluster's processes (``spec``: its file, or the model measured on the
+    fly), so layouts are costed from layers measured alone, and the command that measures them;
+    the empty string where the in-group figures are there or cannot apply (analytic profiles,
+    catalogue clusters, several nodes, one process, another device type)."""
+    world = cluster.world_size
+    if (profile.source != "measured" or cluster.source == "catalogue" or cluster.num_nodes > 1 or world < 2
+            or profile.environment.get("device_type", cluster.device.type) != cluster.device.type
+            or in_group_world(profile, cluster) is not None):
+        return ""
+    measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
+    where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
+    is_file = spec.endswith(".json")
+    out = spec if is_file else "model.json"
+    mbs = sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
+    cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
+           f"--mbs {','.join(map(str, mbs))} --nproc {world}")
+    if cluster.device.type == "cuda":
+        cmd += " --device cuda"
+    if profile.precision != ("bf16" if cluster.device.type == "cuda" else "fp32"):     # profile model's default
+        cmd += f" --precision {profile.precision}"
+    then = "" if is_file else f", then pass --model {out}"
+    return (f"the model profile {spec if is_file else f'of {spec}'} was measured {where}, not in groups of the "
+            f"cluster's {world} processes: layouts are costed from parts measured alone, which under-predicts "
+            f"collectives and shared cores; measure it: {cmd}{then}")
+
+
 def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:
     """(compute, optimizer) factors by which the layers composed into the whole model run slower
     than the sum of each measured on its own, with ``world`` processes at once (both measured by

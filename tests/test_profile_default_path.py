@@ -1,0 +1,67 @@
+"""The accurate path is the default path.
+
+- A measured model profile without timings from groups of the cluster's processes, used on a
+  multi-process cluster profile (solve, estimate, validate): one ``warning:`` line with the exact
+  command that measures it; none where in-group figures are there or cannot apply (catalogue clusters).
+- ``autoplan profile --model M --nproc N`` writes both profiles in one command, the model measured in
+  groups of N (tests/test_validate.py runs it; validate on them warns of nothing); options given to it
+  before a subcommand are refused.
+
+    python -m pytest tests/test_profile_default_path.py -q
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoplan.cli import main
+
+PROFILES = Path(__file__).resolve().parents[1] / "profiles"
+ALONE = PROFILES / "gpt-small.cpu.json"      # measured alone (no --nproc)
+
+
+def cli(capsys, *args: str) -> tuple[int, list[str]]:
+    """Exit code and stderr lines of ``autoplan ARGS`` run in this process."""
+    with pytest.raises(SystemExit) as ended:
+        main(list(args))
+    return ended.value.code, capsys.readouterr().err.splitlines()
+
+
+def estimate(capsys, model: str, cluster: str) -> tuple[int, list[str]]:
+    return cli(capsys, "estimate", "--model", model, "--cluster", cluster, "--global-batch", "8", "--layout", "tp=2")
+
+
+def test_a_profile_measured_alone_on_processes_warns_with_the_command(capsys):
+    code, err = estimate(capsys, str(ALONE), str(PROFILES / "cpu-4proc.json"))
+    assert code == 0
+    assert err == [f"warning: the model profile {ALONE} was measured alone, not in groups of the cluster's 4 "
+                   f"processes: layouts are costed from parts measured alone, which under-predicts collectives and "
+                   f"shared cores; measure it: autoplan profile model --model gpt-small --out {ALONE} --mbs 1,2,4 "
+                   f"--nproc 4"]
+    # a catalogue cluster is costed analytically: nothing to measure in groups
+    assert estimate(capsys, str(ALONE), "dgx-a100-80gb:1") == (0, [])
+
+
+def test_a_model_measured_on_the_fly_is_told_where_to_write_its_profile():
+    """``--model gpt-small`` on a measured cluster is profiled alone on the fly (same figures as ALONE)."""
+    from autoplan.plan.coefficient_sources import in_group_advice
+    from autoplan.profile.formats import ClusterProfile, ModelProfile
+    said = in_group_advice(ModelProfile.load(ALONE), ClusterProfile.load(PROFILES / "cpu-2proc.json"), "gpt-small")
+    assert said.startswith("the model profile of gpt-small was measured alone, not in groups of the cluster's 2 "
+                           "processes")
+    assert said.endswith("measure it: autoplan profile model --model gpt-small --out model.json --mbs 1,2,4 "
+                         "--nproc 2, then pass --model model.json")
+
+
+def test_profile_options_go_with_the_command_that_takes_them(capsys, tmp_path):
+    """``autoplan profile --model M --nproc N`` measures both (run by tests/test_validate.py, whose validate then
+    warns of nothing); its options before a subcommand are refused before anything is measured."""
+    assert cli(capsys, "profile", "--nproc", "2", "cluster", "--out", str(tmp_path / "c.json")) == (2, [
+        "error: give --nproc after `autoplan profile cluster`, or leave out the subcommand to measure the model "
+        "and the cluster in one command"])
+    assert cli(capsys, "profile", "--model", "gpt-tiny") == (2, [
+        "error: autoplan profile needs --model M and --nproc N (it measures both; or use profile model / "
+        "profile cluster)"])
+    assert not (tmp_path / "c.json").exists() and not Path("model.json").exists()

@@ -1,0 +1,85 @@
+"""A training stage that fails says why in the worker's own words.
+
+- ``final_exception``: the last exception of a stderr (chained tracebacks, a message of several
+  lines, torch's C++ frames cut off);
+- under torchrun (2 processes, a script that raises on rank 1 while rank 0 waits): ``autoplan
+  demo``'s training stage ends with ONE ``error:`` line naming rank 1 and its exception, exit 2,
+  not torchrun's summary.
+
+    python -m pytest tests/test_worker_errors.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dist_utils import even_stages
+
+from autoplan.execute.launch import final_exception
+from autoplan.models.shapes import BUILTIN_SHAPES
+from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo, TrainingSpec
+
+CHAINED = """\
+some output
+Traceback (most recent call last):
+  File "a.py", line 1, in <module>
+    f()
+KeyError: 'x'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "a.py", line 3, in <module>
+    g()
+    ^^^
+RuntimeError: Connection closed by peer [127.0.0.1]:1234
+second line of the message
+Exception raised from recvBytes at gloo/transport/tcp/pair.cc:1
+frame #0: c10::Error::Error
+"""
+
+
+def test_final_exception_is_the_last_one_without_frames():
+    assert final_exception(CHAINED) == ("RuntimeError: Connection closed by peer [127.0.0.1]:1234 "
+                                        "second line of the message")
+    assert final_exception("no traceback here\n") == ""
+
+
+RAISES_ON_RANK_1 = """\
+import os, sys, time
+print("step 0 loss 1.0 time_s 0.1", flush=True)
+print("some chatter on stderr", file=sys.stderr, flush=True)
+if os.environ["RANK"] == "1":
+    raise ValueError("the batch has 3 rows, expected 4")
+time.sleep(60)      # rank 0 waits; torchrun stops it when rank 1 fails
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_failed_training_stage_prints_the_workers_exception(tmp_path, monkeypatch, capsys):
+    import autoplan.demo as demo
+    from autoplan.cli import main
+
+    lay = Layout(dp=2, num_microbatches=1, stages=even_stages(BUILTIN_SHAPES["gpt-tiny"].layers, 1))
+    plan = tmp_path / "plan.json"
+    Plan(layout=lay, predicted=Prediction(step_time_s=0.0, peak_memory_bytes=0, breakdown_s={}),
+         solver=SolverInfo(status="hand", objective=0.0, bound=0.0, wall_s=0.0),
+         training=TrainingSpec(model_spec="gpt-tiny", shape=None, global_batch=lay.global_batch,
+                               seq_len=BUILTIN_SHAPES["gpt-tiny"].seq_len, optimizer="sgd",
+                               world_size=lay.world_size)).save(plan)
+    script = tmp_path / "raises.py"
+    script.write_text(RAISES_ON_RANK_1)
+    monkeypatch.setattr(demo, "train_script", lambda: script)
+
+    def training_stage_only(**_: object) -> int:    # the demo's stages 1-3 (profiles, solve) are not under test
+        demo.train_with_plan(plan, 2)
+        return 0
+    monkeypatch.setattr(demo, "run_demo", training_stage_only)
+    with pytest.raises(SystemExit) as ended:
+        main(["demo", "--workdir", str(tmp_path)])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: training with ") and err[0].endswith(
+        "failed: rank 1 (exit 1): ValueError: the batch has 3 rows, expected 4"), err
