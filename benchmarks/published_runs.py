@@ -436,7 +436,8 @@ def cost_run(run: PublishedRun, free: bool) -> Result:
                              per_layer_recompute=any(k.startswith("recompute_") for k in res.run.layout))
         try:
             pb = make_problem(kw["model"], kw["cluster"], kw["global_batch"], precision=kw["precision"],
-                              framework=kw["framework"], micro_batch_sizes=fixed_micro_batch(res.run.layout))
+                              optimizer=kw["optimizer"], framework=kw["framework"],
+                              micro_batch_sizes=fixed_micro_batch(res.run.layout))
             best = search(pb.profile, pb.cluster, pb.train, opts).best[0]
             res.free_s, res.free_layout = best.predicted.step_time_s, best.layout.short()
         except AutoplanError as e:
