@@ -128,8 +128,8 @@ def test_adamw_bf16_state_is_six_bytes_and_megatron_2024_only():
     for spec in ("megatron", "autoplan", "torchtitan"):
         with pytest.raises(InputError, match="no optimizer adamw-bf16"):
             estimate(**{**kw, "framework": spec}, optimizer="adamw-bf16")
-    out = subprocess.run(CLI + ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100-80gb:1", "--global-batch",
-                                "8", "--layout", "dp=8", "--optimizer", "adamw-bf16"], capture_output=True, text=True)
+    out = run_cli("estimate", "--model", "llama3-8b", "--cluster", "dgx-h100-80gb:1", "--global-batch", "8",
+                  "--layout", "dp=8", "--optimizer", "adamw-bf16")
     assert out.returncode == 2 and out.stderr.startswith("error:") and len(out.stderr.strip().splitlines()) == 1
 
 
@@ -158,12 +158,10 @@ def test_solve_costs_a_layout_with_block_recompute_as_given(tmp_path):
     layout = "tp=1,pp=1,dp=8,mbs=1,zero=1,recompute_first=4"
     _, pred = estimate("llama3-8b", "dgx-h100-80gb:1", 16, layout, precision="bf16", framework="megatron",
                        seq_len=2048)
-    out = subprocess.run(CLI + ["solve", *args, "--layout", layout, "--out", str(tmp_path / "p.json")],
-                         capture_output=True, text=True)
+    out = run_cli("solve", *args, "--layout", layout, "--out", str(tmp_path / "p.json"))
     assert out.returncode == 0, out.stderr
     plan = Plan.load(tmp_path / "p.json")
     assert plan.solver.status == "given" and plan.predicted.step_time_s == pytest.approx(pred.step_time_s)
-    big = subprocess.run(CLI + ["solve", *args, "--layout", layout.replace("mbs=1", "mbs=16"),
-                                "--out", str(tmp_path / "q.json")], capture_output=True, text=True)
+    big = run_cli("solve", *args, "--layout", layout.replace("mbs=1", "mbs=16"), "--out", str(tmp_path / "q.json"))
     assert big.returncode == 2 and big.stderr.startswith("error:") and len(big.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "q.json").exists()
