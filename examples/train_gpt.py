@@ -47,7 +47,7 @@ from autoplan.errors import InputError, LayoutError
 from autoplan.execute.apply import parallelize
 from autoplan.execute.checkpoint import load, save
 from autoplan.execute.data import synthetic_batch
-from autoplan.execute.launch import init_process_group, run_worker
+from autoplan.execute.launch import exit_worker, init_process_group, run_worker
 from autoplan.models.registry import build_model_from_spec, model_vocab
 from autoplan.plan.plan import Plan
 
@@ -142,4 +142,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_worker(main())
