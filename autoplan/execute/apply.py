@@ -59,6 +59,7 @@ import torch.nn.functional as F
 from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle
 from torch.distributed.tensor import DTensor
 
+from autoplan.profile.formats import is_fp8
 from autoplan.errors import InputError, LaunchError, LayoutError
 from autoplan.execute.cp import apply_cp, check_context_parallel, torch_ring_available
 from autoplan.execute.data import dp_slice
@@ -370,7 +371,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
                            else None)
     low = COMPUTE_DTYPES[precision]
     device = device if device is not None else default_device()
-    if precision.startswith("fp8"):
+    if is_fp8(precision):
         check_fp8(device, layout.tp)
     loss_fn = loss_fn if loss_fn is not None else token_cross_entropy
 
@@ -393,7 +394,7 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     for chunk in chunks:
         if weights is None:
             chunk.to(device)
-        if precision.startswith("fp8"):
+        if is_fp8(precision):
             convert_to_fp8(chunk, rowwise=precision == "fp8-rowwise")
         if mesh.cp_enabled:
             shard = apply_cp(chunk, mesh.get("cp"), use_torch_ring=torch_ring_available(device.type))

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from autoplan.profile.formats import is_fp8
 from autoplan.errors import InputError
 from autoplan.jsonio import write_text_atomic
 from autoplan.models.shapes import ModelShape
@@ -182,7 +183,7 @@ def megatron_launch_env(layout: Layout, megatron_fsdp: bool = False) -> str:
 def framework_warning(plan: Plan, runs_as: str, framework: str, warnings: list[str]) -> None:
     """A plan costed for another stack than the one the export runs on (``runs_as``, in the names of
     solve's ``--framework``): say so, since its step time and memory are the other stack's."""
-    if plan.training.precision.startswith("fp8"):
+    if is_fp8(plan.training.precision):
         warnings.append(f"the plan trains in {plan.training.precision}: exported in bfloat16, {framework}'s fp8 "
                         f"switch is not set by this export (step time and memory were costed with fp8 GEMMs)")
     if plan.training.optimizer == "adamw-bf16":

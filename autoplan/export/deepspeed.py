@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 
+from autoplan.profile.formats import is_fp8
 from autoplan.export.common import (Export, ExportRefused, chain_stages, framework_warning, lossy_warning,
                                     nodes_and_devices, sharded_data_parallel, sharded_zero0_note, uniform_recompute)
 from autoplan.plan.plan import Plan
@@ -81,7 +82,7 @@ def deepspeed_config(plan: Plan) -> tuple[dict, list[str]]:
         "optimizer": {"type": OPTIMIZER_TYPES[tr.optimizer]},
         "gradient_clipping": 1.0,
     }
-    if tr.precision == "bf16" or tr.precision.startswith("fp8"):
+    if tr.precision == "bf16" or is_fp8(tr.precision):
         cfg["bf16"] = {"enabled": True}
     elif tr.precision == "fp16":
         cfg["fp16"] = {"enabled": True}

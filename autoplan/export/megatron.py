@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import shlex
 
+from autoplan.profile.formats import is_fp8
 from autoplan.export.common import (NORM_EPS, Export, ExportRefused, StageUnits, chain_stages, framework_warning,
                                     lossy_warning, megatron_launch_env, model_shape, nodes_and_devices, num_blocks,
                                     recompute_counts, sharded_data_parallel, sharded_zero0_note, torchrun_prefix)
@@ -202,7 +203,7 @@ def megatron_args(plan: Plan) -> tuple[dict, list[str]]:
                 warnings.append(f"ZeRO-2: {FRAMEWORK}'s distributed optimizer shards optimizer state but keeps the "
                                 f"whole gradient buffer on every device, where the plan counted sharded gradients "
                                 f"(more memory per device than predicted)")
-    if tr.precision == "bf16" or tr.precision.startswith("fp8"):
+    if tr.precision == "bf16" or is_fp8(tr.precision):
         args["bf16"] = True
     elif tr.precision == "fp16":
         args["fp16"] = True

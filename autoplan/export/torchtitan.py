@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import shlex
 
+from autoplan.profile.formats import is_fp8
 from autoplan.export.common import (Export, ExportRefused, StageUnits, chain_stages, framework_warning,
                                     lossy_warning, model_shape, sharded_data_parallel, sharded_zero0_note,
                                     torchrun_prefix, uniform_recompute)
@@ -174,7 +175,7 @@ def export_torchtitan(plan: Plan, source: str = "") -> Export:
     sections, warnings = torchtitan_config(plan)
     module, config = registered_model(plan)
     lay = plan.layout
-    if config == "llama3_405b" and not plan.training.precision.startswith("fp8"):
+    if config == "llama3_405b" and not is_fp8(plan.training.precision):
         warnings.append(f"{FRAMEWORK}'s llama3_405b config trains the linear layers in float8 (and compiles), where "
                         f"the plan was costed in {plan.training.precision}: faster and less memory than predicted")
     parts = launch_parts(plan, sections)
