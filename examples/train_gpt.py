@@ -40,6 +40,10 @@ import statistics
 import sys
 import time
 
+if __name__ == "__main__":     # a signal while torch imports ends the worker quietly (see launch.py)
+    from autoplan.execute.launch import stop_quietly_until_ready
+    stop_quietly_until_ready()
+
 import torch
 import torch.distributed as dist
 

@@ -83,3 +83,39 @@ def test_failed_training_stage_prints_the_workers_exception(tmp_path, monkeypatc
     assert len(err) == 1, err
     assert err[0].startswith("error: training with ") and err[0].endswith(
         "failed: rank 1 (exit 1): ValueError: the batch has 3 rows, expected 4"), err
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler installed for ``signum`` (``SigCgt`` in /proc)."""
+    import pathlib
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("script", ["examples/train_gpt.py", "-m autoplan.execute.measure",
+                                    "-m autoplan.execute.group_profile"])
+def test_a_signal_while_torch_imports_ends_the_worker_quietly(script):
+    """Ctrl-C reaching a worker before it has finished importing torch (seconds on a busy machine):
+    exit 130 and nothing printed, not a KeyboardInterrupt traceback from inside torch's imports."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, *script.split(), "--help"], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    try:
+        deadline = time.monotonic() + 30
+        while not _catches(proc.pid, signal.SIGTERM) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)          # Python catches SIGINT from the start, SIGTERM only once the hook is in
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert err == "" and out == "", err[-2000:]

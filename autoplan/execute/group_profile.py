@@ -50,6 +50,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+if __name__ == "__main__":     # a signal while torch imports ends the worker quietly (see launch.py)
+    from autoplan.execute.launch import stop_quietly_until_ready
+    stop_quietly_until_ready()
+
 from autoplan.errors import AutoplanError, InputError
 from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming

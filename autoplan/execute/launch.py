@@ -51,6 +51,20 @@ def init_process_group(backend: str) -> None:
                             world_size=world, timeout=timeout)
 
 
+def stop_quietly_until_ready() -> None:
+    """Call first thing in a torchrun worker script, before ``import torch``: until :func:`run_worker`
+    installs its own handlers, SIGINT or SIGTERM ends the worker at once with ``128 + signum`` and
+    nothing printed. Importing torch takes seconds on a busy machine; a Ctrl-C in that window had
+    printed a ``KeyboardInterrupt`` traceback from the middle of torch's imports. Nothing has been
+    started or written yet, so there is nothing to unwind. This module imports no torch."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        os._exit(128 + signum)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, stop)
+
+
 def run_worker(body: "Callable[[], None]") -> int:
     """Run a torchrun worker's ``body`` and return its exit code: an :class:`AutoplanError`
     becomes one ``error: ...`` line (from rank 0; every rank fails alike) and code 2; the process
