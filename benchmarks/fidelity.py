@@ -2,6 +2,7 @@
 
     python benchmarks/fidelity.py [--set default|holdout] [--steps 3] [--workdir /tmp/autoplan-fidelity]
     python benchmarks/fidelity.py --random 6 [--seed 20261201]
+    python benchmarks/fidelity.py --shape benchmarks/shapes/issue24-192x6.json --global-batch 16 --world 4
 
 On this machine: profiles the model's layers and 2- and 4-process gloo clusters, then runs at least
 8 distinct layouts (DP/ZeRO, TP, CP, PP and hybrids; 2 and 4 processes) under torchrun, each for a few
@@ -30,6 +31,11 @@ processes. Each is profiled as the README's walkthrough says (``autoplan profile
 ``autoplan validate --top-k 10`` does; printed per workload and overall: step-time error (mean abs.),
 rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
 under-prediction (before calibration).
+
+``--shape FILE --global-batch B --world W``: one given workload, profiled and validated as ``--random``
+does. ``shapes/issue24-192x6.json`` and ``shapes/issue24-160x8.json`` are issue 24's two shapes (6 blocks of
+width 192 and 8 of width 160, batch 16 on 4 processes; the issue names only those, so heads of 32, GeLU, ffn 4h,
+vocabulary 4096 and sequence 128 are assumed).
 """
 
 from __future__ import annotations
@@ -160,13 +166,25 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
 
 def run_random(args) -> None:
     """``--random N``: draw, profile, validate and report (module docstring)."""
-    t_start = time.perf_counter()
     seed = args.seed if args.seed is not None else today_seed()
     work = list(enumerate(draw_workloads(args.random, seed)))
     if args.only:
         keep = {int(x) for x in args.only.split(",")}
         work = [(i, w) for i, w in work if i in keep]
-    print(f"--random {args.random} --seed {seed}: {len(work)} workloads, validate --top-k {args.top_k}, "
+    run_workloads(work, f"--random {args.random} --seed {seed}", args)
+
+
+def shape_workload(path: Path, global_batch: int, world: int) -> Workload:
+    """``--shape FILE``: one workload from a shape file (the fields :func:`draw_workloads` writes)."""
+    shape = json.loads(path.read_text())
+    shape.setdefault("name", path.stem)
+    return Workload(shape, global_batch, world)
+
+
+def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
+    """Profile, validate and report each workload (``--random`` or ``--shape``)."""
+    t_start = time.perf_counter()
+    print(f"{title}: {len(work)} workloads, validate --top-k {args.top_k}, "
           f"{args.steps} steps after {args.warmup} warm-up; work in {args.workdir}", flush=True)
     rows, all_runs = [], []
     for k, (i, w) in enumerate(work, start=1):
@@ -178,13 +196,13 @@ def run_random(args) -> None:
         f = fidelity(runs)
         rows.append((w, f, time.perf_counter() - t0))
         all_runs += [r for r in runs if r.measured is not None]
-    print(f"\n== --random {args.random} --seed {seed}")
+    print(f"\n== {title}")
     for w, f, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest, "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
-    print(f"overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
+    print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
           f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
           f"rank correlation {statistics.fmean(f.rank_correlation for _, f, _ in rows):.2f} (mean of the workloads'), "
           f"chosen within {max(f.chosen_vs_fastest for _, f, _ in rows) * 100:.1f}% of the fastest measured on every "
@@ -240,7 +258,20 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
+    ap.add_argument("--shape", type=Path, default=None, metavar="FILE",
+                    help="one workload from a shape file (needs --global-batch and --world), profiled and validated "
+                         "as --random does")
+    ap.add_argument("--world", type=int, default=None, help="--shape: processes")
     args = ap.parse_args()
+    if args.shape is not None:
+        if args.random is not None or args.global_batch is None or args.world is None:
+            ap.error("--shape needs --global-batch and --world (and no --random)")
+        if not args.shape.is_file():
+            ap.error(f"shape file not found: {args.shape}")
+        args.warmup = 1 if args.warmup is None else args.warmup
+        args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="autoplan-fidelity-shape-"))
+        run_workloads([(0, shape_workload(args.shape, args.global_batch, args.world))], f"--shape {args.shape}", args)
+        return
     if args.random is not None:
         if args.random < 1 or args.reuse:
             ap.error("--random needs N >= 1 and runs afresh (no --reuse)")

@@ -46,3 +46,11 @@ def test_random_workloads_are_drawn_from_the_seed_within_the_issue_ranges(fb):
         assert w.world in (2, 3, 4) and w.global_batch % w.world == 0
     assert {w.shape["mlp"] for w in work} == {"gelu", "swiglu"} and {w.world for w in work} == {2, 3, 4}
     assert 20200101 <= fb.today_seed() <= 21000101
+
+
+@pytest.mark.parametrize("name,layers,hidden", [("issue24-192x6", 6, 192), ("issue24-160x8", 8, 160)])
+def test_issue_24s_shapes_are_the_issues(fb, name, layers, hidden):
+    from autoplan.models.shapes import ModelShape
+    w = fb.shape_workload(_PATH.parent / "shapes" / f"{name}.json", 16, 4)
+    sh = ModelShape.from_dict(w.shape)
+    assert (sh.layers, sh.hidden, w.global_batch, w.world) == (layers, hidden, 16, 4) and w.shape["name"] == name
