@@ -12,7 +12,7 @@ from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.analytic import (DeviceModel, analytic_model_profile, block_time, gemm_time_s,
                                        tile_quantization)
-from autoplan.profile.assumptions import STACKS
+from autoplan.profile.assumptions import KERNELS, STACKS
 from autoplan.profile.hardware import catalogue_cluster, hierarchical_collective_s
 
 A100 = catalogue_cluster("dgx-a100-80gb:4")
@@ -60,6 +60,26 @@ def test_flash_attention_is_faster_and_leaves_nothing_to_recompute_selectively()
     flash = block_time(shape, 2048, 1, 1, dev, STACKS["megatron-lm-2022"].with_(attention="flash2"), 2)
     assert flash.forward_s < unfused.forward_s
     assert unfused.selective_recompute_s > 0 == flash.selective_recompute_s
+
+
+def test_flash_backward_runs_below_the_forward_rate_and_te_picks_its_kernel_per_chip():
+    # attention's backward / forward time is 2.5x the FLOPs times the forward / backward rate of the
+    # published kernel (FlashAttention-3 paper, H100: 616 and 561 TFLOP/s)
+    shape, s = BUILTIN_SHAPES["llama3-8b"], 131072
+    h100 = DeviceModel.of(H100, "bf16")
+    stack = STACKS["megatron-lm-2022"].with_(attention="flash3")
+    fa3 = block_time(shape, s, 1, 1, h100, stack, 2)
+    free = {("flash3", "H100"): 1e12}     # attention at no cost: what remains is the rest of the block
+    rest = block_time(shape, s, 1, 1, h100, stack, 2, kernels=dataclasses.replace(
+        KERNELS, attention_forward_fraction=free, attention_backward_fraction=free))
+    ratio = (fa3.backward_s - rest.backward_s) / (fa3.forward_s - rest.forward_s)
+    assert ratio == pytest.approx(2.5 * 616 / 561, rel=0.01)
+    te = block_time(shape, s, 1, 1, h100, STACKS["megatron-core-2025"], 2)
+    assert te.forward_s > fa3.forward_s and te.backward_s > fa3.backward_s       # cuDNN's kernel on Hopper
+    # on Ampere Transformer Engine runs flash-attn: the same time as FlashAttention-2
+    a100 = DeviceModel.of(A100, "bf16")
+    assert block_time(shape, s, 1, 1, a100, STACKS["megatron-core-2025"].with_(dropout=False), 2) == \
+        block_time(shape, s, 1, 1, a100, STACKS["megatron-core-2025"].with_(dropout=False, attention="flash2"), 2)
 
 
 def test_elementwise_work_grows_with_tokens_and_memory_bandwidth_matters():

@@ -72,6 +72,37 @@ def test_context_parallel_costs():
     assert gather.breakdown_s["cp_comm"] > 0
 
 
+def test_torch_rotation_exchanges_every_query_head_and_hides_only_the_first_step():
+    from autoplan.plan.coefficient_sources import cp_exchange_s
+    from autoplan.plan.plan import Layout
+    from autoplan.profile.hardware import catalogue_cluster
+    cluster, lay = catalogue_cluster("dgx-h100-80gb:1"), Layout(cp=4)
+    kv_b = 256e6
+    gather = cluster.collective_time_s("all_gather", 4 * kv_b, 4, False)
+    send_grads = cluster.collective_time_s("send_recv", 2 * kv_b, 2, False)
+    # no attention to hide behind: the gathers of forward and backward, and the fp32 gradients around the ring
+    assert cp_exchange_s(cluster, lay, kv_b, 0.0, 0.0, "torch_rotate", False, "none") == pytest.approx(
+        2 * gather + 4 * send_grads)
+    # long steps hide all but the last gradient send, waited for after the ring
+    assert cp_exchange_s(cluster, lay, kv_b, 10.0, 10.0, "torch_rotate", False, "none") == pytest.approx(send_grads)
+    # torchtitan repeats Llama's 8 KV heads to the 32 query heads before attention: 4x the bytes of the
+    # exposed last send (and more of the gathers exposed); it gathers K,V again in backward, keeping none
+    import dataclasses
+
+    from autoplan.plan.api import estimate_problem, make_problem
+    from autoplan.plan.plan import complete_layout
+    pb = make_problem("llama3-8b", "dgx-h100-80gb:1", 1, seq_len=65536, framework="torchtitan")
+    lay = complete_layout(dict(tp=1, cp=8, dp=1, zero=3, mbs=1), 8, 1)
+    _, titan = estimate_problem(pb, lay)
+    gqa = dataclasses.replace(pb, train=dataclasses.replace(pb.train, stack=pb.train.stack.with_(
+        cp_kv_heads_repeated=False)))
+    _, small_kv = estimate_problem(gqa, lay)
+    assert titan.breakdown_s["cp_comm"] > 0.99 * 4 * small_kv.breakdown_s["cp_comm"] > 0
+    _, ours = estimate(model="llama3-8b", cluster="dgx-h100-80gb:1", global_batch=1, seq_len=65536,
+                       layout="tp=1,cp=8,dp=1,zero=3", framework="autoplan")
+    assert titan.memory_breakdown_bytes["activations"] < ours.memory_breakdown_bytes["activations"]
+
+
 def test_solve_searches_context_parallel_at_long_sequences():
     plan = solve("llama3-8b", "dgx-h100-80gb:1", 8, seq_len=131072, framework="megatron")
     assert plan.layout.cp > 1 and plan.training.framework == "megatron"

@@ -81,14 +81,23 @@ def sum_of_parts_terms(cluster: ClusterProfile, layout: Layout, fwd: float, bwd:
 def cp_exchange_s(cluster: ClusterProfile, layout: Layout, kv_chunk_b: float, attn_fwd_s: float, attn_bwd_s: float,
                   exchange: str, cp_x: bool, mode: str) -> float:
     """Exposed time of context parallel's key/value exchange in one attention layer, per micro-batch on
-    one rank.  ``kv_chunk_b``: the K and V of one rank's 1/cp of the sequence (GQA: its kv heads
-    only); ``attn_*_s``: the rank's attention-core time (1/cp of the layer's, by causal load balance).
+    one rank.  ``kv_chunk_b``: the K and V of one rank's 1/cp of the sequence in 16 bits (GQA: its kv
+    heads only, unless the framework repeats them before attention); ``attn_*_s``: the rank's
+    attention-core time (1/cp of the layer's, by causal load balance), so each of the cp ring steps
+    computes ``attn / cp``.
 
-    ring        cp-1 steps; step i sends the K,V chunk in hand to the next rank while attending to
-                it, so each step costs max(send, attention / cp); backward sends K,V and their
-                gradients (2x the bytes) behind the backward attention (Megatron's p2p ring)
-    all_gather  all-gather K,V (cp x the chunk) before attention, reduce-scatter their gradients
-                after it; nothing hidden
+    ring          cp-1 steps; step i sends the K,V chunk in hand to the next rank while attending to
+                  it, so each step costs max(send, attention / cp); backward sends K,V and their
+                  gradients (2x the bytes) behind the backward attention (Megatron's p2p ring)
+    all_gather    all-gather K,V (cp x the chunk) before attention, reduce-scatter their gradients
+                  after it; nothing hidden (autoplan's executor)
+    torch_rotate  torch's ``context_parallel`` with its default ``allgather`` rotation (torch
+                  distributed/tensor/experimental/_attention.py, ``_templated_ring_attention`` and its
+                  backward): forward starts one all-gather of K,V before the first (diagonal) step and
+                  waits for it after that step, so only that step's attention hides it; backward
+                  all-gathers K,V again the same way, and passes the K,V gradients around the ring in
+                  fp32 (2x the 16-bit bytes): each step's send is hidden behind the next step, the
+                  last one is waited for after the loop (exposed)
     Full recompute repeats the forward exchange."""
     cp = layout.cp
     if cp <= 1 or kv_chunk_b <= 0:
@@ -98,6 +107,11 @@ def cp_exchange_s(cluster: ClusterProfile, layout: Layout, kv_chunk_b: float, at
         send_bwd = cluster.collective_time_s("send_recv", 2 * kv_chunk_b, 2, cp_x)
         fwd = (cp - 1) * max(0.0, send_fwd - attn_fwd_s / cp)
         bwd = (cp - 1) * max(0.0, send_bwd - attn_bwd_s / cp)
+    elif exchange == "torch_rotate":
+        gather = collective_s(cluster, "all_gather", cp * kv_chunk_b, cp, cp_x)
+        send_grads = cluster.collective_time_s("send_recv", 2 * kv_chunk_b, 2, cp_x)
+        fwd = max(0.0, gather - attn_fwd_s / cp)
+        bwd = max(0.0, gather - attn_bwd_s / cp) + (cp - 1) * max(0.0, send_grads - attn_bwd_s / cp) + send_grads
     else:
         fwd = collective_s(cluster, "all_gather", cp * kv_chunk_b, cp, cp_x)
         bwd = collective_s(cluster, "reduce_scatter", cp * kv_chunk_b, cp, cp_x)

@@ -317,12 +317,16 @@ def _context_parallel_terms(sh: _Shared, t, shard: int, is_block: bool) -> tuple
     attention layer (a transformer block) under context parallel
     (:func:`~autoplan.plan.coefficient_sources.cp_exchange_s`); (0, 0) for other layers and cp = 1.
     The all-gather exchange keeps the other ranks' K,V for the backward; the ring holds one chunk
-    in flight.  ``t``: the layer's timing at the full sequence."""
+    in flight, torch's rotation gathers them again in backward.  The exchanged K,V have the KV heads
+    (GQA), or every query head where the stack repeats them before attention
+    (``SoftwareStack.cp_kv_heads_repeated``).  ``t``: the layer's timing at the full sequence."""
     layout, shape = sh.layout, sh.profile.shape or {}
     if layout.cp <= 1 or not is_block or not shape.get("heads"):
         return 0.0, 0.0
     head_dim = shape["hidden"] / shape["heads"]
-    kv_heads = max(1.0, shape.get("kv_heads", shape["heads"]) / shard)
+    exchanged_heads = shape["heads"] if sh.stack is not None and sh.stack.cp_kv_heads_repeated else shape.get(
+        "kv_heads", shape["heads"])
+    kv_heads = max(1.0, exchanged_heads / shard)
     kv_chunk_b = 2 * sh.profile.seq_len / layout.cp * layout.mbs * kv_heads * head_dim * sh.prec_b
     attn_fwd = t.forward_s * sh.attn_flop_frac / layout.cp
     attn_bwd = t.backward_s * sh.attn_flop_frac / layout.cp

@@ -15,7 +15,8 @@ tokens (T = b*s; ``h`` hidden, ``a`` heads of ``d``, ``kv`` = kv_heads*d, ``f`` 
                           of 256x128 tiles on the SMs), e = the measured 8192^3 GEMM rate / peak
                           / q(8192, 8192): small TP shards and few tokens run far below peak
     attention    flash    4*b*(a/t)*s^2*d FLOPs (half skipped under the causal mask) at the
-                          kernel's measured fraction of peak; backward 2.5x the forward FLOPs
+                          kernel's published forward fraction of peak; backward 2.5x the forward
+                          FLOPs at its (lower) published backward fraction
                  unfused  scores [s,d]x[d,s] and context [s,s]x[s,d] as batched GEMMs, plus the
                           softmax (and dropout) reading and writing every one of b*(a/t)*s^2 scores
     elementwise  norms, residual adds (+dropout): bytes per token of the residual stream, whole on
@@ -264,12 +265,13 @@ def block_time(shape: ModelShape, s: int, b: int, tp: int, dev: DeviceModel, sta
         attn_bwd = qk_b + pv_b + kernels.elementwise_backward_ratio * mem_fwd
         selective = attn_fwd
     else:
-        frac = kernels.flash_fraction.get((stack.attention, dev.family))
-        if frac is None or not dev.sm_count:
-            frac = dev.gemm_fraction * kernels.flash_fraction_of_gemm_fallback
+        fallback = dev.gemm_fraction * kernels.flash_fraction_of_gemm_fallback
+        key = (stack.attention, dev.family)
+        frac_fwd = kernels.attention_forward_fraction.get(key, fallback) if dev.sm_count else fallback
+        frac_bwd = kernels.attention_backward_fraction.get(key, fallback) if dev.sm_count else fallback
         flops = 4.0 * scores * d * (0.5 if kernels.causal_flash_skips_masked_half else 1.0)
-        attn_fwd = flops / (dev.peak_flops_per_s * frac)
-        attn_bwd = kernels.flash_backward_flops_ratio * attn_fwd
+        attn_fwd = flops / (dev.peak_flops_per_s * frac_fwd)
+        attn_bwd = kernels.flash_backward_flops_ratio * flops / (dev.peak_flops_per_s * frac_bwd)
         selective = 0.0
     fwd, bwd = fwd + attn_fwd, bwd + attn_bwd
     # elementwise: residual stream (split only by sequence parallel) and the MLP activation (split by TP)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from autoplan.errors import InputError
 
-ATTENTION_KERNELS = ("flash2", "flash3", "unfused")
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "unfused")
 
 
 @dataclass(frozen=True)
@@ -74,14 +74,29 @@ class KernelAssumptions:
     kernel_launch_s: float = 4e-6
     """fixed cost of one GPU kernel (launch and tail).  Evidence: CUDA kernel launch latency is
     a few microseconds (NVIDIA CUDA C++ Best Practices Guide); 4 us assumed"""
-    flash_fraction: dict = field(default_factory=lambda: {
-        ("flash2", "A100"): 0.60, ("flash2", "H100"): 0.35, ("flash3", "H100"): 0.60,
-        ("flash2", "H200"): 0.35, ("flash3", "H200"): 0.60})
-    """achieved / peak 16-bit FLOP/s of fused (flash) attention, forward and backward together.
-    Evidence: Dao 2023, "FlashAttention-2" (arXiv:2307.08691), abstract: 50-73% of the A100 peak
-    (midpoint 0.6 taken); Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608), abstract:
-    FlashAttention-2 reaches 35% of the H100 peak, FlashAttention-3 up to 75% in the forward pass
-    (its backward is slower; 0.6 assumed for both).  H200 is the H100's chip with more memory."""
+    attention_forward_fraction: dict = field(default_factory=lambda: {
+        ("flash2", "A100"): 0.60, ("flash2", "H100"): 0.339, ("cudnn", "H100"): 0.545, ("flash3", "H100"): 0.623,
+        ("cudnn", "A100"): 0.60, ("flash2", "H200"): 0.339, ("cudnn", "H200"): 0.545, ("flash3", "H200"): 0.623})
+    """achieved / peak 16-bit FLOP/s of the forward pass of fused (flash) attention with a causal mask
+    (FLOPs counted as run: the masked half skipped).  Evidence, H100 SXM5 (989 TFLOP/s dense 16-bit):
+    Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608), section 4.1, Figure 5 (forward, FP16,
+    head dim 128, causal, sequence 16k): FlashAttention-2 335, cuDNN 539, FlashAttention-3 616
+    TFLOP/s.  A100: Dao 2023, "FlashAttention-2" (arXiv:2307.08691), abstract: 50-73% of the A100
+    peak (midpoint 0.6 taken, forward and backward alike).  ``cudnn`` is Transformer Engine's fused
+    attention, which picks cuDNN's kernel on Hopper and flash-attn on Ampere (TransformerEngine
+    docs/examples/attention/attention.ipynb, "Backend Selection": sm90 cuDNN attention >
+    flash-attention; sm8x flash-attention > cuDNN): on A100 the FlashAttention-2 figure.  H200 is the
+    H100's chip with more memory."""
+    attention_backward_fraction: dict = field(default_factory=lambda: {
+        ("flash2", "A100"): 0.60, ("flash2", "H100"): 0.326, ("cudnn", "H100"): 0.522, ("flash3", "H100"): 0.567,
+        ("cudnn", "A100"): 0.60, ("flash2", "H200"): 0.326, ("cudnn", "H200"): 0.522, ("flash3", "H200"): 0.567})
+    """achieved / peak 16-bit FLOP/s of the backward pass of fused attention, FLOPs counted as
+    ``flash_backward_flops_ratio`` x the forward's.  Evidence: FlashAttention-3 paper, Figure 6
+    (backward, FP16, head dim 128, sequence 16k, H100 SXM5): FlashAttention-2 322, cuDNN 516,
+    FlashAttention-3 561 TFLOP/s -- the backward runs 4-10% below the forward, and backward FLOPs are
+    2.5x the forward's, so at long sequences it is most of attention's time.  The paper gives the
+    backward without a causal mask only; that figure is used for causal training (its forward loses
+    another 5-10% to the mask; not assumed here).  A100: as the forward (FlashAttention-2 paper, 0.6)"""
     flash_fraction_of_gemm_fallback: float = 0.6
     """flash attention's rate as a fraction of a large GEMM's on a chip with no published figure
     (FlashAttention-2 on A100: 0.6 of peak against 0.87 for a GEMM, about 0.7; 0.6 assumed)"""
@@ -113,7 +128,7 @@ class KernelAssumptions:
     attention_dropout_bytes_per_score: float = 5.0
     """forward bytes per score of attention dropout: read and write 16-bit values, write a 1-byte
     mask (Korthikanti et al. 2022, Table 2: dropout mask 1 byte, dropout output 2 bytes)"""
-    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.656, "H200": 0.656})
+    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.661, "H200": 0.661})
     """fraction of the kernel model's rate that a training run sustains, per chip: what the kernel
     terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
     work on the host).  THE ONE CONSTANT FITTED TO PUBLISHED RUNS: the least-squares (log) fit over
@@ -143,8 +158,9 @@ class SoftwareStack:
 
     name: str
     attention: str
-    """flash2 | flash3 (fused attention; nothing quadratic in memory) | unfused (scores, softmax
-    and dropout materialised: s^2 memory traffic, and what selective recompute repeats)"""
+    """flash2 | flash3 | cudnn (fused attention, nothing quadratic in memory; cudnn: Transformer
+    Engine's fused attention, cuDNN's kernel on Hopper) | unfused (scores, softmax and dropout
+    materialised: s^2 memory traffic, and what selective recompute repeats)"""
     dropout: bool
     """hidden and attention dropout on (Megatron's GPT default 0.1) or off (Llama, MPT)"""
     fused_elementwise: bool
@@ -174,9 +190,17 @@ class SoftwareStack:
     cp_exchange: str = "all_gather"
     """how context parallel moves keys and values between the cp ranks of an attention layer:
     ``ring`` (Megatron's p2p ring: cp-1 sends of one rank's K,V chunk, each hidden behind the
-    attention of the chunk in hand; backward sends K,V and their gradients) or ``all_gather``
+    attention of the chunk in hand; backward sends K,V and their gradients), ``all_gather``
     (all-gather K,V before attention, reduce-scatter their gradients after it; not overlapped:
-    torch's allgather rotation, torchtitan's default, and autoplan's executor)"""
+    autoplan's executor) or ``torch_rotate`` (torch's ``context_parallel`` with its default
+    ``allgather`` rotation, torchtitan's default: one all-gather hidden behind the first ring step
+    only, again in backward, and the K,V gradients passed around the ring in fp32;
+    ``coefficient_sources.cp_exchange_s``)"""
+    cp_kv_heads_repeated: bool = False
+    """the K,V that context parallel exchanges carry every query head: the model repeats grouped-query
+    K,V heads before the attention call that context parallel replaces (torchtitan 9dec370
+    models/llama/model.py, ``Attention.forward``: ``repeat_kv`` before ``F.scaled_dot_product_attention``),
+    so GQA does not shrink the exchange; otherwise only the KV heads move"""
 
     sp_slice_between_stages: bool = False
     """with sequence parallel the tensor crossing a pipeline cut stays sequence-sharded, 1/tp per rank
@@ -187,8 +211,8 @@ class SoftwareStack:
     torchtitan issue 1207, "float8 rowwise vanilla TP low throughput")"""
 
     def __post_init__(self) -> None:
-        if self.cp_exchange not in ("ring", "all_gather"):
-            raise InputError(f"software stack {self.name!r}: cp_exchange must be ring or all_gather")
+        if self.cp_exchange not in ("ring", "all_gather", "torch_rotate"):
+            raise InputError(f"software stack {self.name!r}: cp_exchange must be ring, all_gather or torch_rotate")
         if self.attention not in ATTENTION_KERNELS:
             raise InputError(f"software stack {self.name!r}: attention must be one of {', '.join(ATTENTION_KERNELS)}")
 
@@ -217,14 +241,14 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
         source="Megatron-LM as in Korthikanti et al. 2022 (sequence parallel and selective recompute): "
                "same kernels as 2021; gradients all-reduced after the backward"),
     SoftwareStack(
-        "megatron-core-2024", attention="flash3", dropout=True, fused_elementwise=True, vocab_parallel=True,
+        "megatron-core-2024", attention="cudnn", dropout=True, fused_elementwise=True, vocab_parallel=True,
         sp_slice_between_stages=True, pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True,
         source="Megatron-Core r0.8 (Megatron-LM README, 'Benchmark Configuration', 2024): Transformer Engine "
-               "fused attention (cuDNN, FlashAttention-3 class on H100), --overlap-grad-reduce, "
+               "fused attention (cuDNN's kernel on Hopper: TE's backend order), --overlap-grad-reduce, "
                "--overlap-param-gather, --tp-comm-overlap, p2p overlap; dropout left at Megatron's 0.1 "
                "default (not stated)", cp_exchange="ring"),
     SoftwareStack(
-        "megatron-core-2025", attention="flash3", dropout=False, fused_elementwise=True, vocab_parallel=True,
+        "megatron-core-2025", attention="cudnn", dropout=False, fused_elementwise=True, vocab_parallel=True,
         sp_slice_between_stages=True, pp_scatter_gather=False, dp_overlap=True, tp_overlap=True, pp_overlap=True, cp_exchange="ring",
         source="Megatron-Core as NeMo 2 / Megatron-Bridge run it (2024-25 Llama recipes: "
                "nemo/collections/llm/recipes/llama3_*.py, hidden and attention dropout 0): Transformer Engine "
@@ -248,8 +272,9 @@ STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
         source="torchtitan (docs/performance.md, 2024; models/llama/parallelize_llama.py): FSDP2, SDPA flash "
                "attention, no dropout, eager; under TP the embedding is row-wise and the output column-wise "
                "parallel with loss_parallel (vocabulary-parallel); context parallel through torch's "
-               "context_parallel with its default allgather rotation; torchao float8 (rowwise under TP at "
-               "the bf16 rate, torchtitan issue 1207)", fp8_rowwise_tp_at_16bit_rate=True),
+               "context_parallel with its default allgather rotation (K,V repeated to every query head before it); torchao float8 (rowwise under TP at "
+               "the bf16 rate, torchtitan issue 1207)", fp8_rowwise_tp_at_16bit_rate=True, cp_exchange="torch_rotate",
+        cp_kv_heads_repeated=True),
 ]}
 # releases that differ from a stack above in one setting
 STACKS["megatron-lm-2021-torch-ddp"] = STACKS["megatron-lm-2021"].with_(
