@@ -510,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         lay = res.run.layout
         mbs = f"mbs{lay['mbs']}" + ("*" if res.note else "") if lay["mbs"] is not None else "mbs?"
-        desc = (f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']}" + (f" vp{lay['vp']}" if lay.get("vp", 1) > 1 else "")
+        desc = (f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']}" + (f" cp{lay['cp']}" if lay.get("cp", 1) > 1 else "")
+                + (f" vp{lay['vp']}" if lay.get("vp", 1) > 1 else "")
                 + f" {mbs} {lay['recompute']}" + (" sp" if lay.get("sp") else "")
                 + (f" zero{lay['zero']}" if lay.get("zero") else ""))
         if res.error:
