@@ -20,6 +20,10 @@ One constant of the model was fitted to these runs: the sustained fraction of ea
 constant cites its evidence (``assumptions.py``, ``hardware.py``).  To show how that fit
 generalises, the script also fits one fraction on the A100 runs and reports its error on the H100
 runs (and the reverse), and per chip refits it leaving out each run, then each source, in turn.
+Last it prints the fraction each run implies (the one at which its prediction equals its published
+time), grouped by source, framework and precision, and per chip the band of one fraction that would
+keep every run within 20% (``implied_fraction_report``): where that band is empty, no value of the
+one fitted constant meets a 20% maximum, whatever it is fitted on.
 
 Verified sources (read through the repository mirrors and pages available to the author):
 
@@ -407,6 +411,18 @@ class Result:
         return self.predicted_s + self.compute_s * (shipped_fraction(self.run) / fraction - 1)
 
 
+    def fraction_for(self, ratio: float) -> float:
+        """The sustained fraction at which the prediction is ``ratio`` x the published step time (the
+        inverse of :meth:`predicted_at`; inf where the terms that do not scale with it exceed that)."""
+        rest = ratio * self.run.step_time_s - (self.predicted_s - self.compute_s)
+        return self.compute_s * shipped_fraction(self.run) / rest if rest > 0 else math.inf
+
+    @property
+    def implied_fraction(self) -> float:
+        """The sustained fraction at which this run's prediction equals its published step time."""
+        return self.fraction_for(1.0)
+
+
 def shipped_fraction(run: PublishedRun) -> float:
     return KERNELS.sustained_fraction.get(run.hardware, 1.0)
 
@@ -495,6 +511,33 @@ def holdout_report(ok: list[Result]) -> list[str]:
     return lines
 
 
+def implied_fraction_report(ok: list[Result], max_error: float = 0.2) -> list[str]:
+    """Per chip: the sustained fraction each source's runs imply (min-max by source and precision) and
+    the band of one fraction that would keep every run of the chip within ``max_error``: what no
+    single constant per chip can do where the band is empty or narrow."""
+    lines = []
+    for hw in ("A100", "H100"):
+        sub = [r for r in ok if r.run.hardware == hw and r.compute_s > 0]
+        if not sub:
+            continue
+        lo = max(r.fraction_for(1 + max_error) for r in sub)
+        hi = min(r.fraction_for(1 - max_error) for r in sub)
+        low_run = min(sub, key=lambda r: r.implied_fraction)
+        high_run = max(sub, key=lambda r: r.implied_fraction)
+        band = f"[{lo:.3f}, {hi:.3f}]" if lo <= hi else f"none ({lo:.3f} needed by one run, {hi:.3f} by another)"
+        lines.append(f"  {hw}: implied {low_run.implied_fraction:.3f} ({low_run.run.name}) to "
+                     f"{high_run.implied_fraction:.3f} ({high_run.run.name}), shipped "
+                     f"{KERNELS.sustained_fraction.get(hw, 1.0):.3f}; one fraction keeping every {hw} run within "
+                     f"{max_error * 100:.0f}%: {band}")
+        groups: dict[tuple[str, str, str], list[float]] = {}
+        for r in sub:
+            precision = "fp8" if r.run.precision.startswith("fp8") else r.run.precision
+            groups.setdefault((r.run.source_key, r.run.framework, precision), []).append(r.implied_fraction)
+        for (src, fw, precision), fr in sorted(groups.items()):
+            lines.append(f"    {src:<10} {fw:<25} {precision:<5} {len(fr):>2} runs: {min(fr):.3f}-{max(fr):.3f}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-free", action="store_true", help="skip the free solve beside each run")
@@ -563,6 +606,10 @@ def main(argv: list[str] | None = None) -> int:
           f"to these runs;\n  leave-one-out (each run predicted with the fraction fitted on the other runs of its "
           f"chip): mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
     for line in holdout_report(ok):
+        print(line)
+    print("\nimplied sustained fraction (at which a run's prediction equals its published step time), by source, "
+          "framework and precision:")
+    for line in implied_fraction_report(ok):
         print(line)
     return 0
 

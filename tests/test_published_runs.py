@@ -83,6 +83,21 @@ def test_fit_recovers_a_known_fraction(pr):
     assert pr.fit_fraction(res) == pytest.approx(0.5 * f0, rel=1e-3)
 
 
+def test_implied_fraction_inverts_the_rescaling_and_bounds_the_band(pr):
+    run = next(r for r in pr.published_runs() if r.hardware == "H100")
+    f0 = pr.shipped_fraction(run)
+    fast = pr.Result(pr.PublishedRun(**{**run.__dict__, "step_time_s": 1.0}), predicted_s=1.5, compute_s=1.0)
+    slow = pr.Result(pr.PublishedRun(**{**run.__dict__, "step_time_s": 4.0}), predicted_s=1.5, compute_s=1.0)
+    for r in (fast, slow):
+        for ratio in (0.8, 1.0, 1.2):
+            assert r.predicted_at(r.fraction_for(ratio)) == pytest.approx(ratio * r.run.step_time_s)
+    assert fast.implied_fraction == pytest.approx(2 * f0)          # 1.0 s of kernels in 0.5 s
+    assert slow.fraction_for(0.8) == pytest.approx(f0 / 2.7)
+    # 2.0 f0 needs the fraction above 1.0 / 0.7 f0 = 1.43 f0, 4 s needs it below f0 / 2.7: no band
+    assert "none" in pr.implied_fraction_report([fast, slow])[0]
+    assert "none" not in pr.implied_fraction_report([fast])[0]
+
+
 def test_the_command_line_costs_every_run_as_the_benchmark_does(pr):
     """``autoplan estimate --framework ... --json`` (in process) prints the benchmark's prediction for every
     run: the benchmark goes through exactly the command's code path."""
