@@ -520,11 +520,13 @@ def implied_fraction_report(ok: list[Result], max_error: float = 0.2) -> list[st
         sub = [r for r in ok if r.run.hardware == hw and r.compute_s > 0]
         if not sub:
             continue
-        lo = max(r.fraction_for(1 + max_error) for r in sub)
-        hi = min(r.fraction_for(1 - max_error) for r in sub)
+        needs = max(sub, key=lambda r: r.fraction_for(1 + max_error))
+        allows = min(sub, key=lambda r: r.fraction_for(1 - max_error))
+        lo, hi = needs.fraction_for(1 + max_error), allows.fraction_for(1 - max_error)
         low_run = min(sub, key=lambda r: r.implied_fraction)
         high_run = max(sub, key=lambda r: r.implied_fraction)
-        band = f"[{lo:.3f}, {hi:.3f}]" if lo <= hi else f"none ({lo:.3f} needed by one run, {hi:.3f} by another)"
+        band = (f"[{lo:.3f}, {hi:.3f}]" if lo <= hi else
+                f"none ({needs.run.name} needs >= {lo:.3f}, {allows.run.name} <= {hi:.3f})")
         lines.append(f"  {hw}: implied {low_run.implied_fraction:.3f} ({low_run.run.name}) to "
                      f"{high_run.implied_fraction:.3f} ({high_run.run.name}), shipped "
                      f"{KERNELS.sustained_fraction.get(hw, 1.0):.3f}; one fraction keeping every {hw} run within "
