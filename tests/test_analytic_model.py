@@ -9,11 +9,12 @@ import pytest
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem
 from autoplan.plan.coefficients import layer_costs
+from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.analytic import (DeviceModel, analytic_model_profile, block_time, gemm_time_s,
                                        tile_quantization)
 from autoplan.profile.assumptions import KERNELS, STACKS
-from autoplan.profile.hardware import catalogue_cluster, hierarchical_collective_s
+from autoplan.profile.hardware import catalogue_cluster, hierarchical_collective_s, ring_latency_s
 
 A100 = catalogue_cluster("dgx-a100-80gb:4")
 H100 = catalogue_cluster("dgx-h100-80gb:4")
@@ -116,6 +117,33 @@ def test_hierarchical_collectives_use_every_nic_of_a_node():
     assert hierarchical_collective_s(H100, "all_reduce", n, 32, 8) < flat / 4
     # never faster than the same collective inside one node
     assert hierarchical_collective_s(H100, "all_reduce", n, 32, 8) >= H100.collective_time_s("all_reduce", n, 8, False)
+
+
+def test_a_ring_across_nodes_waits_once_per_rank():
+    """NCCL's ring all-gather / reduce-scatter has ranks - 1 steps (its tuning.cc model): over 8,192
+    ranks, 4 per node, a tiny message costs its LL latency, 6.6 + 6,144 * 1.0 + 2,047 * 2.7 us."""
+    big = catalogue_cluster("dgx-h100-80gb:2048")
+    tiny = hierarchical_collective_s(big, "all_gather", 1024, 8192, 4)
+    assert tiny == pytest.approx(11.68e-3, rel=0.01)
+    assert ring_latency_s("LL128", 8192, 2048) == pytest.approx(19.87e-3, rel=0.01)
+    # latency grows with the ranks, not only the nodes: twice the ranks per node, more time
+    assert hierarchical_collective_s(big, "reduce_scatter", 1024, 16384, 8) > 1.4 * tiny
+    # large messages keep the bandwidth of every NIC of a node: 4 GiB over 32 ranks on 4 nodes
+    n = 4 * 2 ** 30
+    bandwidth_s = n / 8 / H100.link("all_gather", 4, True).bandwidth_bytes_per_s
+    assert bandwidth_s < hierarchical_collective_s(H100, "all_gather", n, 32, 8) < 1.01 * bandwidth_s + 1e-3
+
+
+def test_context_parallel_leaves_less_compute_to_hide_zero3_gathers_behind():
+    """A cp rank computes 1/cp of each layer, so the same ZeRO-3 collectives over the same gradient
+    group (dp * cp = 32) are more exposed with cp = 4 than with cp = 1."""
+    pb = make_problem("gpt3-13b", "dgx-h100-80gb:4", 64)
+    names = pb.profile.layer_names()
+    sync = {}
+    for dp, cp in ((32, 1), (8, 4)):
+        lay = Layout(dp=dp, cp=cp, tp=1, pp=1, mbs=1, num_microbatches=1, zero=3, recompute="none", stages=[names])
+        sync[cp] = layer_costs(pb.profile, pb.cluster, lay, pb.train)["block.0"].dp_sync_s
+    assert sync[4] > sync[1] + 1e-3
 
 
 def test_vocab_parallel_head_is_split_by_tp():

@@ -63,6 +63,18 @@ def test_llama3_405b_published_layout_is_costed_on_16384_h100():
     assert pred.breakdown_s["dp_sync"] > 0 and pred.breakdown_s["bubble"] > 0 and pred.breakdown_s["tp_comm"] > 0
 
 
+def test_llama3_405b_chunks_of_the_embedding_and_the_head_alone():
+    """The paper's first chunk holds only the embedding and its last only the head (section 3.3.2):
+    stage_blocks 0/1/.../1/0 over pp 16 x vp 8 chunks; a 0 between other chunks is refused."""
+    counts = "/".join(["0"] + ["1"] * 126 + ["0"])
+    lay, pred = estimate("llama3-405b", "dgx-h100-80gb:2048", 2048,
+                         f"tp=8,pp=16,dp=128,vp=8,mbs=1,sp=1,schedule=interleaved,stage_blocks={counts}")
+    assert lay.stages[0] == ["embed"] and lay.stages[-1] == ["head"] and len(lay.stages) == 128
+    assert pred.step_time_s > 0
+    with pytest.raises(InputError, match="0 only for the first or last"):
+        parse_layout_constraints("pp=4,stage_blocks=63/0/63/0")
+
+
 def test_cp_0_is_refused():
     with pytest.raises(InputError, match="cp must be positive"):
         parse_layout_constraints("cp=0")

@@ -161,7 +161,7 @@ class _Shared:
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
-        if self.stack is not None and self.dp_x and c.source == "catalogue" and self.k_dp > 1:
+        if self.stack is not None and self.dp_x and c.source == "catalogue":
             from autoplan.profile.hardware import hierarchical_collective_s
             return hierarchical_collective_s(c, op, nbytes, self.layout.grad_group, self.k_dp)
         return collective_s(c, op, nbytes, self.layout.grad_group, self.dp_x)
@@ -225,7 +225,10 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     params = kind.param_count / shard
     grad_bytes = params * sh.g_b          # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
     weight_bytes = params * sh.c_b        # what FSDP gathers (param_dtype) and computes with
-    dp_sync, optimizer = _data_parallel_terms(sh, kind, params, t, optimizer)
+    # the compute a layer's DP collectives can hide behind: one cp rank's share of the micro-batch
+    t_rank = kind.timing(layout.mbs / layout.cp, shard) if layout.cp > 1 else t
+    dp_sync, optimizer = _data_parallel_terms(sh, kind, params, t_rank.forward_s,
+                                              t_rank.backward_s + recompute, optimizer)
     static, optimizer_phase, late_grads = _state_bytes(sh, params)
     if sh.grads_replace_acts:
         static -= grad_bytes
@@ -362,12 +365,16 @@ def _p2p_s(sh: _Shared, kind_name: str, shard: int, out_b: float) -> float:
     return p2p
 
 
-def _data_parallel_terms(sh: _Shared, kind, params: float, t, optimizer: float) -> tuple[float, float]:
+def _data_parallel_terms(sh: _Shared, kind, params: float, fwd: float, bwd: float,
+                         optimizer: float) -> tuple[float, float]:
     """(dp_sync per step, optimizer per step) of one layer under the executor's DP wrapper: DDP's
     all-reduce, FSDP's gathers and reduce-scatters (measured in groups where the profile has them),
-    exposed or hidden behind the layer's compute as the software stack overlaps them."""
+    exposed or hidden behind the layer's compute as the software stack overlaps them: ``fwd`` and
+    ``bwd`` are that compute per micro-batch on one device, i.e. one cp rank's share of the
+    sequence (a cp rank computes 1/cp of each layer), the backward with the layer's recomputation
+    (FSDP gathers a checkpointed block's weights before its recomputed forward, so the next
+    block's prefetch runs behind both)."""
     layout, stack = sh.layout, sh.stack
-    fwd, bwd = t.forward_s, t.backward_s
     grad_bytes = params * sh.g_b
     weight_bytes = params * sh.c_b
     overlap = stack is not None and stack.dp_overlap

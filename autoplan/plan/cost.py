@@ -54,12 +54,14 @@ change these terms, and only for such profiles (a measured profile keeps the ful
     tp_overlap    tp_comm = max(tp_comm / tp, tp_comm - compute)
     pp_scatter_gather  send out/tp, all-gather it over the TP group on arrival (not with SP)
     pp_overlap    p2p = 0
-    dp_overlap    each layer's collective hides behind that layer's compute of one micro-batch:
-                  exposed = max(0, collective - window); gradient reduction behind the backward,
-                  parameter gathers (ZeRO-3 every micro-batch, ZeRO-1/2 after the step) behind the forward
+    dp_overlap    each layer's collective hides behind that layer's compute of one micro-batch on one
+                  device (a cp rank's 1/cp of it): exposed = max(0, collective - window); gradient
+                  reduction behind the backward (with its recomputation), parameter gathers (ZeRO-3
+                  every micro-batch, ZeRO-1/2 after the step) behind the forward
     fsdp_sync_every_microbatch  reduce-scatter every micro-batch, no whole gradients kept
     DP groups spanning nodes with k ranks per node (catalogue clusters) run hierarchically:
-                  ``hardware.hierarchical_collective_s`` (every GPU's own NIC carries 1/k of the data)
+                  ``hardware.hierarchical_collective_s`` (every GPU's own NIC carries 1/k of the data;
+                  all-gather and reduce-scatter pay NCCL's ring latency, one step per rank)
 
 For vp = 1 this is the classic (m-1)*max + sum, i.e. the (p-1)/m bubble of GPipe/1F1B for balanced
 stages; with balanced chunks interleaving divides the bubble by vp (each chunk is tau/vp), and

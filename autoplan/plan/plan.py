@@ -487,8 +487,9 @@ def parse_layout_constraints(text: str | None) -> dict[str, Any]:
             except ValueError:
                 raise InputError(f"--layout: stage_blocks must be block counts per stage like 5/6/6/5, "
                                  f"got {v!r}") from None
-            if any(c < 1 for c in out[k]):
-                raise InputError(f"--layout: stage_blocks must be positive counts, got {v!r}")
+            if any(c < 0 for c in out[k]) or any(c < 1 for c in out[k][1:-1]):
+                raise InputError(f"--layout: stage_blocks must be positive counts (0 only for the first or last "
+                                 f"chunk: the embedding or the head alone), got {v!r}")
         else:
             raise InputError(f"--layout: unknown key {k!r} (known: {', '.join(sorted(ints | strs | {'stage_blocks'}))})")
     for k, v in out.items():
@@ -511,7 +512,8 @@ def stages_from_block_counts(layer_names: list[str], counts: list[int]) -> list[
     """Pipeline chunks holding ``counts[i]`` transformer blocks each (the way recipes publish an uneven
     partition, e.g. BLOOM's 5/6/.../6/5 or Llama 3's one block fewer on the first and last stage);
     the units before the first block (embedding) join the first chunk, those after the last block
-    (head) the last chunk."""
+    (head) the last chunk, so a first or last count of 0 is a chunk of the embedding or the head alone
+    (Llama 3 405B's first and last chunk, section 3.3.2 of its paper)."""
     blocks = [i for i, n in enumerate(layer_names) if n.startswith("block.")]
     if not blocks:
         raise LayoutError("stage_blocks needs a transformer whose layers are named block.N")

@@ -31,7 +31,10 @@ with one rank per node (data parallel across nodes with TP = 8 inside) and CONSE
 groups with k > 1 ranks per node, which NCCL runs hierarchically (intra-node reduce-scatter, then
 1/k of the data over each of k NICs): 32 H200 (4 nodes) measured 369 GB/s bus bandwidth, where
 this model says ib_efficiency * 50 = 35 GB/s.  A profile fitted per (op, g) cannot tell k; the
-planner would need ranks-per-node to use the hierarchical figure.
+planner would need ranks-per-node to use the hierarchical figure.  With a software stack the
+planner does (``hierarchical_collective_s``), and charges all-gather and reduce-scatter NCCL's own
+ring latency, one step per rank of the group (``NCCL_RING_PROTOCOLS``), not only the
+``ib_latency`` per node above, which is the wire's.
 
 Run::
 
@@ -177,17 +180,66 @@ def accelerator_of(device_name: str) -> AcceleratorSpec | None:
     return ACCELERATORS.get(device_name)
 
 
+NCCL_RING_PROTOCOLS: dict[str, tuple[float, float, float, float]] = {
+    # protocol: (base latency, latency per NVLink step, per network step, bandwidth / Simple's)
+    "LL": (6.6e-6, 1.0e-6, 2.7e-6, 1 / 4),
+    "LL128": (14.0e-6, 1.9e-6, 4.0e-6, 0.92),
+    "Simple": (8.4e-6, 3.4e-6, 14.0e-6, 1.0),
+}
+"""NCCL's own cost model of a ring all-gather or reduce-scatter, the one it picks an algorithm and a
+protocol with (NVIDIA/nccl ``src/graph/tuning.cc``, ``ncclTopoTuneModel``, releases 2.18-2.21): latency
+``baseLat + (nsteps - nInterSteps) * intraLat + nInterSteps * interLat`` with ``nsteps = ranks - 1``
+and ``nInterSteps = nodes - 1``, from its tables ``baseLat`` (ring: LL 6.6, LL128 14.0, Simple 8.4 us),
+``hwLat`` NVLink ring (LL 0.6, LL128 1.9, Simple 3.4 us; across nodes never below the network post
+overhead, 1 us on Intel hosts, 3 us for Simple: LL 1.0) and network ring (LL 2.7, LL128 4.0, Simple 14.0 us); bandwidth: LL a quarter
+of the ring's across nodes, LL128 0.92 of it (0.7 with one rank per node), Simple all of it.  A ring
+has no shortcut: every one of its ranks - 1 steps waits for the previous one, so its latency grows
+with the group, not with the number of nodes alone (NCCL's tree, log2 of the nodes, serves all-reduce
+only; PAT, NCCL 2.23, only groups of one rank per node).  The Llama 3 paper (arXiv 2407.21783,
+section 3.3.4) names this latency as what made FSDP's all-gather and reduce-scatter slow at 16K GPUs,
+with hops of up to tens of microseconds in a three-layer Clos network: these figures are the lower end"""
+
+
+def ring_latency_s(protocol: str, group: int, nodes: int) -> float:
+    """NCCL's predicted latency of a ring all-gather or reduce-scatter over ``group`` ranks on
+    ``nodes`` nodes under ``protocol`` (:data:`NCCL_RING_PROTOCOLS`)."""
+    base, intra, inter, _ = NCCL_RING_PROTOCOLS[protocol]
+    return base + (group - nodes) * intra + (nodes - 1) * inter
+
+
+def nccl_ring_s(bandwidth_s: float, group: int, nodes: int) -> float:
+    """A ring all-gather or reduce-scatter over ``group`` ranks on ``nodes`` nodes that moves its bytes
+    in ``bandwidth_s`` at Simple's rate: latency plus bandwidth time under the fastest protocol
+    (LL128 keeps 0.7 of the rate with one rank per node, NCCL's figure)."""
+    def under(protocol: str) -> float:
+        rate = NCCL_RING_PROTOCOLS[protocol][3]
+        if protocol == "LL128" and group < 2 * nodes:
+            rate = 0.7
+        return ring_latency_s(protocol, group, nodes) + bandwidth_s / rate
+    return min(under(p) for p in NCCL_RING_PROTOCOLS)
+
+
 def hierarchical_collective_s(cluster: ClusterProfile, op: str, nbytes: float, group: int, per_node: int) -> float:
     """A collective over ``group`` ranks spanning nodes with ``per_node`` of them on each node, as NCCL
     runs it on a rail-optimised DGX fabric (one NIC per GPU): between nodes the collective over
     ``group / per_node`` nodes on 1/per_node of the data, every GPU driving its own NIC, pipelined
     with the NVLink phase inside each node, so the slower of the two sets the time.  This is the
     model the catalogue's ``ib_efficiency`` was derived with (module docstring; it reproduces the
-    369 GB/s measured on 4 nodes of 8 H200).  ``per_node = 1`` is the flat ring."""
+    369 GB/s measured on 4 nodes of 8 H200).  ``per_node = 1`` is the flat ring.
+
+    All-gather and reduce-scatter are one ring through every rank (NCCL has no other algorithm for
+    them across nodes): their bandwidth time is the above, their latency NCCL's own model of the ring
+    (:data:`NCCL_RING_PROTOCOLS`, one step per rank), with the protocol NCCL would pick (the fastest).
+    For 8,192 ranks on 2,048 nodes that is 20 ms (LL128) per collective, where hops of the wire's
+    latency alone would say 1.2 ms."""
     if group <= 1 or nbytes <= 0:
         return 0.0
     k = max(1, min(per_node, group))
     nodes = max(1, group // k)
+    if op in ("all_gather", "reduce_scatter") and nodes > 1:
+        inter_bw = nbytes / k / cluster.link(op, nodes, True).bandwidth_bytes_per_s
+        intra_bw = nbytes / cluster.link(op, k, False).bandwidth_bytes_per_s if k > 1 else 0.0
+        return nccl_ring_s(max(inter_bw, intra_bw), group, nodes)
     inter = cluster.collective_time_s(op, nbytes / k, nodes, True) if nodes > 1 else 0.0
     if k == 1:
         return inter
