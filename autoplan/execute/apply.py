@@ -51,12 +51,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle
 from torch.distributed.tensor import DTensor
 
 from autoplan.profile.formats import is_fp8
@@ -74,6 +74,9 @@ from autoplan.models.attention import SequenceShard
 from autoplan.models.transformer import REFERENCE_TP_PLAN
 from autoplan.plan.plan import Layout, Plan
 from autoplan.plan.schedules import check_schedule
+
+if TYPE_CHECKING:        # torch.distributed.pipelining is imported only for a pipelined plan (execute/pp.py)
+    from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

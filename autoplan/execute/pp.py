@@ -22,19 +22,20 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.pipelining.schedules import (
-    PipelineScheduleMulti,
-    PipelineScheduleSingle,
-    Schedule1F1B,
-    ScheduleGPipe,
-    ScheduleInterleaved1F1B,
-)
 
 from autoplan.errors import LayoutError
-from autoplan.execute.pp_buffers import make_stage
+
+if TYPE_CHECKING:
+    from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle
+
+# torch.distributed.pipelining (and pp_buffers, which builds on it) is imported inside build_schedule:
+# it pulls in torch._dynamo, about a second of every worker's start, which a plan without pipeline
+# parallelism never uses.
 
 
 def stage_ids(pp_rank: int, *, pp: int, vp: int) -> list[int]:
@@ -54,6 +55,9 @@ def build_schedule(runners: Sequence[nn.Module], ids: Sequence[int], *, num_stag
     """Wrap each chunk in a pipeline stage (shapes inferred at run time) and make the schedule.
     Receive buffers are allocated just in time (:mod:`autoplan.execute.pp_buffers`) unless
     ``jit_recv_buffers`` is False (torch's stock allocation: one per micro-batch for the step)."""
+    from torch.distributed.pipelining.schedules import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+    from autoplan.execute.pp_buffers import make_stage
     stages = [make_stage(r, i, num_stages, device, group=group, jit=jit_recv_buffers, own_sends=schedule == "interleaved")
               for r, i in zip(runners, ids)]
     if schedule == "interleaved":
