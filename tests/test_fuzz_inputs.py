@@ -277,9 +277,9 @@ def test_size_strings(text):
 @fuzz(100)
 @given(int_list_text())
 def test_int_list_strings(text):
-    from autoplan.cli import _int_list
+    from autoplan.cli.common import int_list
     try:
-        vals = _int_list(text, "--mbs")
+        vals = int_list(text, "--mbs")
     except AutoplanError as e:
         one_line(str(e))
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from autoplan.errors import InputError, LayoutError
 from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
@@ -21,7 +21,8 @@ GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
 COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
-OPTIMIZERS = ("adamw", "adamw-bf16", "sgd")
+Optimizer = Literal["adamw", "adamw-bf16", "sgd"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 """adamw: fp32 master weights and moments; adamw-bf16: AdamW whose moments and master-weight remainder
 are 16-bit (NeMo 1's distributed_fused_adam with ``dtype: bf16``: 6 bytes of state per parameter
 instead of 12; run by megatron@2024 only); sgd: no state"""
