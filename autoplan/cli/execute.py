@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from autoplan.cli.common import MODEL_HELP, PRECISION_HELP, parse_bytes
-from autoplan.plan.plan import Optimizer
+from autoplan.plan.training import Optimizer
 from autoplan.profile.formats import Precision
 
 

@@ -10,7 +10,7 @@ import typer
 
 from autoplan.cli.common import (CLUSTER_HELP, FRAMEWORK_HELP, LAYOUT_HELP, MODEL_HELP, PRECISION_HELP,
                                  PRESET_OPTION_HELP, console, parse_bytes, progress)
-from autoplan.plan.plan import Optimizer
+from autoplan.plan.training import Optimizer
 from autoplan.plan.presets import Preset
 from autoplan.profile.formats import Precision
 
