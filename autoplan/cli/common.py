@@ -14,10 +14,12 @@ MODEL_HELP = ("built-in name (gpt-tiny, gpt-small, gpt3-175b, llama3-8b, ...), a
               "hf:gpt2-tiny / hf:llama-tiny / hf:NAME,key=value (Hugging Face config, random weights), "
               "hf:DIR (a local Hugging Face checkpoint directory) "
               "or path/file.py:factory")
+OPTIMIZER_HELP = ("sets the optimizer-state memory; adamw-bf16: 16-bit Adam state (--framework megatron@2024); "
+                  "sgd: none")
 CLUSTER_HELP = "a cluster profile JSON (autoplan profile cluster) or a catalogue entry NAME:NODES, e.g. dgx-a100-80gb:16"
 PRESET_OPTION_HELP = ("a hand layout as constraints: ddp, zero1, zero2, zero3 (FSDP), megatron (TP over a node + SP, "
                       "PP across nodes); --layout fields override it")
-PRECISION_HELP = ("training precision bf16|fp16|fp32|fp8|fp8-rowwise (bf16/fp16: mixed, fp32 master weights; fp8: bf16 mixed with "
+PRECISION_HELP = ("training precision (bf16/fp16: mixed, fp32 master weights; fp8: bf16 mixed with "
                   "fp8 GEMMs in the linear layers, one scale per tensor, H100/H200 only; fp8-rowwise: one scale per row, "
                   "torchao's rowwise recipe; default: bf16 on CUDA, fp32 on CPU)")
 FRAMEWORK_HELP = ("the software that will run the plan, whose costs and rules are used: autoplan (this project's "

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from autoplan.cli.common import MODEL_HELP, PRECISION_HELP, parse_bytes
+from autoplan.cli.common import MODEL_HELP, OPTIMIZER_HELP, PRECISION_HELP, parse_bytes
 from autoplan.plan.training import Optimizer
 from autoplan.profile.formats import Precision
 
@@ -81,7 +81,7 @@ def validate(
     warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),
     calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
     as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
-    optimizer: Optimizer = typer.Option("adamw", help="adamw|sgd"),
+    optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="draw predicted against measured step time and memory "

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from autoplan.cli.common import (CLUSTER_HELP, FRAMEWORK_HELP, LAYOUT_HELP, MODEL_HELP, PRECISION_HELP,
-                                 PRESET_OPTION_HELP, console, parse_bytes, progress)
+from autoplan.cli.common import (CLUSTER_HELP, FRAMEWORK_HELP, LAYOUT_HELP, MODEL_HELP, OPTIMIZER_HELP,
+                                 PRECISION_HELP, PRESET_OPTION_HELP, console, parse_bytes, progress)
 from autoplan.plan.training import Optimizer
 from autoplan.plan.presets import Preset
 from autoplan.profile.formats import Precision
@@ -45,7 +45,7 @@ def solve(
     out: Optional[Path] = typer.Option(None, "--out", help="write the plan JSON here"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
-    optimizer: Optimizer = typer.Option("adamw", help="adamw|sgd, or adamw-bf16 (16-bit Adam state; --framework megatron@2024) (sets optimizer-state memory)"),
+    optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="layouts to keep, the chosen one and its runner-ups (0 or 1: the chosen only)"),
@@ -93,7 +93,7 @@ def estimate(
     seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
     as_json: bool = typer.Option(False, "--json", help="print {layout, predicted, fits} as JSON"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
-    optimizer: Optimizer = typer.Option("adamw", help="adamw|sgd, or adamw-bf16 (16-bit Adam state; --framework megatron@2024)"),
+    optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
 ) -> None:

@@ -57,7 +57,7 @@ class Problem:
         batch, sequence length, precision, optimizer, framework and memory budget. ``model``,
         ``cluster`` and ``memory_per_device_bytes`` replace the record's; ``num_nodes`` keeps the
         cluster's first nodes (:func:`restrict_cluster`, an elastic re-plan)."""
-        tr, what = plan.training, plan.training.config
+        tr, trained = plan.training, plan.training.config
         model = model or (beside_plan(tr.model_profile, plan_path) if tr.model_profile else tr.model_spec)
         cluster = cluster or (beside_plan(tr.cluster_profile, plan_path) if tr.cluster_profile else tr.cluster_spec)
         if not cluster:
@@ -66,8 +66,8 @@ class Problem:
             if spec.endswith(".json") and not Path(spec).exists():
                 raise InputError(f"the plan's {what} {spec} is not there (paths are relative to where solve ran): "
                                  f"give {opt}")
-        return make_problem(model, cluster, what.global_batch, precision=what.precision, optimizer=what.optimizer,
-                            seq_len=tr.seq_len, framework=what.framework, num_nodes=num_nodes,
+        return make_problem(model, cluster, trained.global_batch, precision=trained.precision,
+                            optimizer=trained.optimizer, seq_len=tr.seq_len, framework=trained.framework, num_nodes=num_nodes,
                             memory_per_device_bytes=memory_per_device_bytes or tr.memory_per_device_bytes or None)
 
     def training_spec(self, world_size: int) -> TrainingSpec:
