@@ -139,13 +139,7 @@ def show(
     draw_plan(fig, out)
     tl = fig.timeline
     if as_json:
-        from dataclasses import asdict
-        typer.echo(json.dumps({"out": str(out), "layout": fig.layout.to_dict(), "predicted": fig.predicted.to_dict(),
-                               "timeline": {"step_time_s": tl.step_time_s, "pipeline_s": tl.pipeline_s,
-                                            "model_pipeline_s": tl.model_pipeline_s,
-                                            "bars": [asdict(b) for b in tl.bars]},
-                               "memory_by_rank_bytes": fig.memory_by_rank_bytes, "budget_bytes": fig.budget_bytes,
-                               "notes": fig.notes}, indent=2))
+        typer.echo(json.dumps({"out": str(out), **fig.to_dict()}, indent=2))
         return
     typer.echo(f"wrote {out}: {fig.layout.short()}, step {tl.step_time_s * 1e3:.3f} ms drawn "
                f"(predicted {fig.predicted.step_time_s * 1e3:.3f} ms), peak memory "
