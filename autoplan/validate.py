@@ -25,7 +25,7 @@ from autoplan.plan.cost import evaluate
 from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
 from autoplan.plan.search import MAX_TOP_K, SearchOptions, lower_bound_s, outer_layouts, place
 from autoplan.processes import run_command
-from autoplan.profile.formats import Calibration
+from autoplan.profile.formats import Calibration, ClusterProfile
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
 
 
@@ -173,6 +173,10 @@ def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, s
 
     ``min_layouts``: refuse, before running anything, where fewer layouts fit the memory budget
     (``--calibrate`` needs :data:`MIN_CALIBRATION_RUNS`)."""
+    if steps < 1 or warmup < 0:
+        raise InputError("--steps must be >= 1 and --warmup >= 0")
+    if pb.cluster.source == "catalogue":
+        raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
     if pb.cluster.world_size > 64:
         raise InputError(f"validate runs every layout on this machine; {pb.cluster.world_size} processes is too many")
     cands = candidate_layouts(pb, top_k=top_k, all_layouts=all_layouts)
@@ -326,6 +330,16 @@ def fit_calibration(runs: list[Run], current: Calibration, *, ridge: float = CAL
                    tp_comm_scale_by_degree={int(n.split("@")[1]): v for n, v in scale.items() if "@" in n},
                    comm_scale=scale["pp_p2p"], dp_sync_scale=scale["dp_sync"],
                    step_overhead_s=x["overhead"], memory_overhead_bytes=max(0, int(mem_gap)), runs=len(ok))
+
+
+def calibrate_cluster_file(runs: list[Run], path: str | Path, current: Calibration) -> Calibration:
+    """Fit the calibration to ``runs`` (:func:`fit_calibration`, starting from ``current``) and write
+    it into the cluster profile file ``path`` (``validate --calibrate``)."""
+    cal = fit_calibration(runs, current)
+    prof = ClusterProfile.load(path)
+    prof.calibration = cal
+    prof.save(path)
+    return cal
 
 
 def _nnls(rows: list[tuple[float, ...]], ys: list[float]) -> tuple[float, ...]:

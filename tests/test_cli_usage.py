@@ -64,13 +64,18 @@ def test_usage_error_is_one_line_and_exit_2(args, needle, usage, tmp_path):
     assert not (tmp_path / "m.json").exists() and not Path("m.json").exists()
 
 
-@pytest.mark.parametrize("option", ["--precision", "--optimizer"])
-def test_bad_choice_is_one_line_and_exit_2(option):
-    """Options with a fixed set of values (checked by the library, so no usage line): one error line naming it."""
-    proc = run_script("solve", "--model", "gpt-tiny", "--cluster", CLUSTER, "--global-batch", "8", option, "bogus")
-    line = assert_usage_error(proc, "bogus", usage=None)
-    assert len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert option.lstrip("-") in line
+@pytest.mark.parametrize("args, choice", [
+    (["solve", "--model", "gpt-tiny", "--cluster", CLUSTER, "--global-batch", "8", "--precision"], "fp8-rowwise"),
+    (["solve", "--model", "gpt-tiny", "--cluster", CLUSTER, "--global-batch", "8", "--optimizer"], "adamw-bf16"),
+    (["solve", "--model", "gpt-tiny", "--cluster", CLUSTER, "--global-batch", "8", "--preset"], "megatron"),
+    (["export", "plan.json", "--to"], "torchtitan-toml"),
+], ids=["precision", "optimizer", "preset", "export-target"])
+def test_bad_choice_is_a_usage_error(args, choice):
+    """Options with a fixed set of values are typed (Literal): a value outside it is refused while the options
+    are parsed, before the command runs, in one error line that names the option and lists the choices."""
+    proc = run_script(*args, "bogus")
+    line = assert_usage_error(proc, "bogus", usage=f"autoplan {args[0]}")
+    assert args[-1] in line and choice in line, line
 
 
 def test_help_exits_0():

@@ -161,3 +161,17 @@ def test_profile_cluster_distributed_two_fake_nodes(tmp_path):
     assert sorted(prof.links["inter_node"]["all_reduce"]) == [2, 4]
     assert set(prof.links["inter_node"]) == set(COLLECTIVE_OPS)
     assert prof.link("all_reduce", 2, spans_nodes=True) is prof.links["inter_node"]["all_reduce"][2]
+
+
+@pytest.mark.parametrize("nproc, device, needle", [
+    (0, "cpu", "--nproc must be >= 1"),
+    (2, "cuda", "several local processes are measured as CPU processes"),
+    (None, "cpu", "needs --nproc N"),
+])
+def test_measure_cluster_refuses_before_measuring(nproc, device, needle, tmp_path, monkeypatch):
+    """`profile cluster`'s choice of measurement is the library's: what it cannot measure is refused in one line."""
+    from autoplan.profile.links import measure_cluster
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(InputError, match=needle):
+        measure_cluster(nproc, out_path=tmp_path / "c.json", device=device)
+    assert not (tmp_path / "c.json").exists()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from autoplan.profile.formats import Calibration
 from autoplan.validate import Measured, Run, fidelity, fit_calibration, spearman
 from autoplan.plan.plan import Layout, Prediction
+
+PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 
 @pytest.mark.slow
@@ -46,7 +49,7 @@ def test_too_few_fitting_layouts_to_calibrate_are_refused_before_anything_runs(m
     from autoplan import validate as v
     from autoplan.errors import InputError
     from autoplan.plan.api import make_problem
-    pb = make_problem("gpt-tiny", "dgx-a100-80gb:1", 16)
+    pb = make_problem(str(PROFILES / "gpt-small.cpu.json"), str(PROFILES / "cpu-2proc.json"), 16)
     monkeypatch.setattr(v, "measure_layout", lambda *a, **k: pytest.fail("nothing may run"))
     with pytest.raises(InputError, match=r"--calibrate needs 1000 layouts that fit, and only \d+ fit in .* MiB per "
                                          r"device: give validate a larger --memory-per-device"):
@@ -108,3 +111,17 @@ def test_fidelity_figures():
     assert f.chosen_vs_fastest == pytest.approx(2.0 / 1.5 - 1)
     assert f.worst_memory_underprediction == pytest.approx(0.2)
     assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_the_api_refuses_what_the_cli_refused():
+    """validate's checks are the library's (the CLI only parses options): a catalogue cluster, or no timed step,
+    is refused before anything runs."""
+    from autoplan.errors import InputError
+    from autoplan.plan.api import make_problem
+    from autoplan.validate import validate
+    with pytest.raises(InputError, match="measured cluster profile"):
+        validate(make_problem("gpt-tiny", "dgx-a100-80gb:1", 8))
+    measured = make_problem(str(PROFILES / "gpt-small.cpu.json"), str(PROFILES / "cpu-2proc.json"), 8)
+    for steps, warmup in ((0, 2), (4, -1)):
+        with pytest.raises(InputError, match="--steps must be >= 1 and --warmup >= 0"):
+            validate(measured, steps=steps, warmup=warmup)

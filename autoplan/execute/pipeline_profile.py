@@ -21,7 +21,7 @@ apart, on a machine whose load may have changed in between; then rank 0 runs it 
 other ranks wait in a barrier (``lone_reference_s``): how much faster one rank computes while the
 others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
 layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
-:func:`autoplan.execute.group_profile.measure_pipelines` times them.
+:func:`autoplan.execute.group_measure.measure_pipelines` times them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
 def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
                   ) -> tuple[tuple[int, ...], Callable[[], None]]:
     """(the chunk sizes, one step's closure) of this rank's part of a pipeline run in the job ``job``
-    (a group_profile ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
+    (a group_measure ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
     gradients cleared after each step (the executor's optimizer step clears them)."""
     from autoplan.execute.apply import token_cross_entropy
     from autoplan.execute.pp import build_schedule, split_model, stage_ids

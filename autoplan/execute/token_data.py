@@ -314,3 +314,14 @@ def tokenize_text(text_path: str | os.PathLike, tokenizer_dir: str | os.PathLike
 
 
 __all__ = ["TokenBatches", "TokenCorpus", "UINT16_MAX_VOCAB", "sidecar_path", "token_dtype", "tokenize_text"]
+
+
+def model_vocab(spec: str) -> int:
+    """The vocabulary size of the model ``spec`` names (:func:`autoplan.models.source.resolve_model`),
+    known without building it: a transformer spec (``hf:DIR``, a built-in name, a shape file)."""
+    from autoplan.models.source import resolve_model
+    shape = resolve_model(spec).shape
+    if shape is None:
+        raise InputError(f"--model {spec}: its vocabulary is not known without building it; give a "
+                         f"transformer spec (hf:DIR, a built-in name, a shape file)")
+    return shape.vocab

@@ -18,13 +18,19 @@ line, exit code 2) or approximated with a warning that says what changes.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from autoplan.errors import InputError
 from autoplan.export.common import Export, ExportRefused
 from autoplan.plan.plan import Plan
 
-FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "accelerate")
-LEGACY_FORMATS = ("torchtitan-toml",)
+Framework = Literal["megatron", "torchtitan", "deepspeed", "accelerate"]
+LegacyFormat = Literal["torchtitan-toml"]
 """older formats a framework's newest release no longer reads"""
+Target = Literal[Framework, LegacyFormat]
+"""what ``export --to`` writes"""
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+LEGACY_FORMATS: tuple[LegacyFormat, ...] = get_args(LegacyFormat)
 
 
 def export_plan(plan: Plan, framework: str, source: str = "") -> Export:
@@ -44,4 +50,4 @@ def export_plan(plan: Plan, framework: str, source: str = "") -> Export:
     return fn(plan, source)
 
 
-__all__ = ["Export", "ExportRefused", "FRAMEWORKS", "LEGACY_FORMATS", "export_plan"]
+__all__ = ["Export", "ExportRefused", "FRAMEWORKS", "LEGACY_FORMATS", "Target", "export_plan"]

@@ -27,7 +27,7 @@ from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search
 from autoplan.profile.assumptions import SoftwareStack
 from autoplan.profile.hardware import GIB
-from autoplan.profile.formats import PRECISIONS, ClusterProfile, ModelProfile
+from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 ANALYTIC_MBS = (1, 2, 4, 8)
 """micro-batch sizes an analytic profile times exactly (others: linear between these)"""
@@ -57,7 +57,7 @@ class Problem:
         batch, sequence length, precision, optimizer, framework and memory budget. ``model``,
         ``cluster`` and ``memory_per_device_bytes`` replace the record's; ``num_nodes`` keeps the
         cluster's first nodes (:func:`restrict_cluster`, an elastic re-plan)."""
-        tr = plan.training
+        tr, trained = plan.training, plan.training.config
         model = model or (beside_plan(tr.model_profile, plan_path) if tr.model_profile else tr.model_spec)
         cluster = cluster or (beside_plan(tr.cluster_profile, plan_path) if tr.cluster_profile else tr.cluster_spec)
         if not cluster:
@@ -66,8 +66,8 @@ class Problem:
             if spec.endswith(".json") and not Path(spec).exists():
                 raise InputError(f"the plan's {what} {spec} is not there (paths are relative to where solve ran): "
                                  f"give {opt}")
-        return make_problem(model, cluster, tr.global_batch, precision=tr.precision, optimizer=tr.optimizer,
-                            seq_len=tr.seq_len, framework=tr.framework, num_nodes=num_nodes,
+        return make_problem(model, cluster, trained.global_batch, precision=trained.precision,
+                            optimizer=trained.optimizer, seq_len=tr.seq_len, framework=trained.framework, num_nodes=num_nodes,
                             memory_per_device_bytes=memory_per_device_bytes or tr.memory_per_device_bytes or None)
 
     def training_spec(self, world_size: int) -> TrainingSpec:
@@ -191,9 +191,7 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     fw = framework_named(framework)
     from autoplan.models.source import as_model_source
     from autoplan.profile.formats import MAX_SEQ_LEN
-    TrainingConfig(global_batch=global_batch, optimizer=optimizer)        # refuses a bad batch or optimizer early
-    if precision is not None and precision not in PRECISIONS:
-        raise InputError(f"--precision must be {', '.join(PRECISIONS)}, got {precision!r}")
+    TrainingConfig(global_batch=global_batch, precision=precision or "fp32", optimizer=optimizer)  # bad input, early
     if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
         raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN}, got {seq_len}")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:

@@ -9,7 +9,7 @@ model's own numbers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autoplan.plan.api import Problem
@@ -35,6 +35,15 @@ class PlanFigures:
     """per pipeline rank: the parts of :data:`MEMORY_PARTS`"""
     budget_bytes: int
     notes: list[str]
+
+    def to_dict(self) -> dict:
+        """The drawn data (``show --json``): layout, prediction, timeline bars, memory per rank."""
+        tl = self.timeline
+        return {"layout": self.layout.to_dict(), "predicted": self.predicted.to_dict(),
+                "timeline": {"step_time_s": tl.step_time_s, "pipeline_s": tl.pipeline_s,
+                             "model_pipeline_s": tl.model_pipeline_s, "bars": [asdict(b) for b in tl.bars]},
+                "memory_by_rank_bytes": self.memory_by_rank_bytes, "budget_bytes": self.budget_bytes,
+                "notes": self.notes}
 
 
 def memory_by_rank(problem: Problem, layout: Layout, costs: dict[str, LayerCost]) -> list[dict[str, int]]:

@@ -58,7 +58,7 @@ class Framework:
     interleaved_needs_pp_multiple: bool = False
     """the interleaved schedule needs the micro-batch count to be a multiple of pp"""
     optimizers: tuple[str, ...] = ("adamw", "sgd")
-    """optimizers it runs (``plan.OPTIMIZERS``)"""
+    """optimizers it runs (``training.OPTIMIZERS``)"""
     source: str = ""
 
     @property

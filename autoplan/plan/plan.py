@@ -14,6 +14,7 @@ from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_s
                              write_json_atomic)
 from autoplan.models.shapes import tp_violation
 from autoplan.plan.schedules import SCHEDULES, chunks_rule_violation, schedule_rule_violation
+from autoplan.plan.training import TrainingConfig, choice_violation
 
 PLAN_VERSION = 1
 RECOMPUTE = ("none", "selective", "full")
@@ -21,10 +22,6 @@ GRAD_COMPRESSION = ("none", "fp16", "powersgd")
 POWERSGD_RANK = 4
 """rank of PowerSGD's low-rank gradient approximation (Vogels et al. 2019 use 1-4)"""
 COST_TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_p2p", "bubble", "dp_sync", "optimizer", "overhead")
-OPTIMIZERS = ("adamw", "adamw-bf16", "sgd")
-"""adamw: fp32 master weights and moments; adamw-bf16: AdamW whose moments and master-weight remainder
-are 16-bit (NeMo 1's distributed_fused_adam with ``dtype: bf16``: 6 bytes of state per parameter
-instead of 12; run by megatron@2024 only); sgd: no state"""
 MAX_DEGREE = 2 ** 20
 """largest dp, tp, pp, vp, world size, micro-batch size or count a layout may hold (1M)"""
 
@@ -323,7 +320,11 @@ class Alternative:
 
 @dataclass
 class TrainingSpec:
-    """What is trained: enough for a training script to rebuild the model from the plan alone."""
+    """What is trained, as a plan file records it: the :class:`TrainingConfig` fields (batch, precision,
+    optimizer, framework; flat, as the file format has them) with the model (enough for a training
+    script to rebuild it from the plan alone) and the cluster it was planned for. Written by
+    :meth:`Problem.training_spec <autoplan.plan.api.Problem.training_spec>`, read back by
+    :meth:`Problem.from_plan <autoplan.plan.api.Problem.from_plan>` and :attr:`config`."""
 
     model_spec: str
     shape: dict | None
@@ -342,6 +343,13 @@ class TrainingSpec:
     """the device memory budget the plan was solved for, when given on the command line
     (``--memory-per-device``); 0: the cluster profile's own. An elastic re-plan uses it again."""
 
+    @property
+    def config(self) -> TrainingConfig:
+        """What is trained, as the cost model takes it (the software stack is left to the profile:
+        :func:`~autoplan.plan.api.make_problem` chooses it from the framework)."""
+        return TrainingConfig(global_batch=self.global_batch, precision=self.precision, optimizer=self.optimizer,
+                              framework=self.framework)
+
     @classmethod
     def from_dict(cls, d: dict, source: str = "training") -> "TrainingSpec":
         d = as_dict(d, source)
@@ -350,13 +358,12 @@ class TrainingSpec:
         if shape is not None:
             from autoplan.models.shapes import ModelShape
             ModelShape.from_dict(as_dict(shape, f"{source}.shape"), source=f"{source}.shape")
-        from autoplan.profile.formats import MAX_SEQ_LEN, PRECISIONS
+        from autoplan.profile.formats import MAX_SEQ_LEN
         precision = as_str(d.get("precision", "fp32"), f"{source}.precision")
-        if precision not in PRECISIONS:
-            raise InputError(f"{source}.precision must be one of {'|'.join(PRECISIONS)}, got {short_repr(precision)}")
         optimizer = as_str(d.get("optimizer", "adamw"), f"{source}.optimizer")
-        if optimizer not in OPTIMIZERS:
-            raise InputError(f"{source}.optimizer must be one of {'|'.join(OPTIMIZERS)}, got {short_repr(optimizer)}")
+        why = choice_violation(precision=precision, optimizer=optimizer)
+        if why:
+            raise InputError(f"{source}.{why}")
         return cls(model_spec=as_str(require(d, "model_spec", source), f"{source}.model_spec"), shape=shape,
                    global_batch=as_int(require(d, "global_batch", source), f"{source}.global_batch", minimum=1,
                                        maximum=MAX_DEGREE),

@@ -6,11 +6,14 @@ fields given beside a preset override it.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from autoplan.errors import InputError
-from autoplan.plan.search import allowed_tp
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
-PRESET_HELP = {
+Preset = Literal["ddp", "zero1", "zero2", "zero3", "megatron"]
+
+PRESET_HELP: dict[Preset, str] = {
     "ddp": "pure data parallel: every device holds the whole model (tp=1, pp=1, zero=0)",
     "zero1": "data parallel with the optimizer state sharded (tp=1, pp=1, zero=1)",
     "zero2": "data parallel with optimizer state and gradients sharded (tp=1, pp=1, zero=2)",
@@ -26,7 +29,13 @@ def preset_constraints(name: str, profile: ModelProfile, cluster: ClusterProfile
     if name in simple:
         return {"tp": 1, "pp": 1, "zero": simple[name]}
     if name == "megatron":
+        from autoplan.plan.search import allowed_tp     # the search's imports (the ILP solvers) only when used
         tps = allowed_tp(profile) or {1}
         tp = max(t for t in tps if t <= cluster.devices_per_node and cluster.world_size % t == 0)
         return {"tp": tp, "sp": 1 if tp > 1 else 0}
     raise InputError(f"unknown preset {name!r} (known: {', '.join(PRESET_HELP)})")
+
+
+def with_preset(preset: str | None, given: dict, profile: ModelProfile, cluster: ClusterProfile) -> dict:
+    """The layout fields that ``preset`` (if any) and ``given`` (``--layout``) fix; ``given``'s win."""
+    return {**(preset_constraints(preset, profile, cluster) if preset else {}), **given}

@@ -1,13 +1,27 @@
-"""What is trained, apart from the layout: batch, precision, optimizer and the software stack
-whose costs an analytic profile assumes."""
+"""What is trained, apart from the model and the layout: batch, precision, optimizer, the framework
+and the software stack whose costs an analytic profile assumes (:class:`TrainingConfig`).
+
+The one description of it: a :class:`~autoplan.plan.api.Problem` holds a TrainingConfig with the
+model's and the cluster's profiles; a plan file records its fields, flat, beside the model and the
+cluster (:class:`~autoplan.plan.plan.TrainingSpec`, whose :attr:`~autoplan.plan.plan.TrainingSpec.config`
+reads them back); :meth:`Problem.training_spec` and :meth:`Problem.from_plan` convert one way and the other.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from autoplan.errors import InputError
+from autoplan.jsonio import short_repr
 from autoplan.profile.assumptions import SoftwareStack
-from autoplan.profile.formats import BYTES_PER_ELEMENT, is_fp8
+from autoplan.profile.formats import BYTES_PER_ELEMENT, MAX_BATCH, PRECISIONS, Precision, is_fp8
+
+Optimizer = Literal["adamw", "adamw-bf16", "sgd"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+"""adamw: fp32 master weights and moments; adamw-bf16: AdamW whose moments and master-weight remainder
+are 16-bit (NeMo 1's distributed_fused_adam with ``dtype: bf16``: 6 bytes of state per parameter
+instead of 12; run by megatron@2024 only); sgd: no state"""
 
 FP8_WEIGHT_COPY_BYTES = 2
 """fp8 training's extra bytes per parameter of a layer while it runs: the fp8 copy of its weights and
@@ -16,16 +30,26 @@ transposed copy); made per layer (torchao casts in each forward; Transformer Eng
 counted the same way: only the layer at hand's)"""
 
 
+def choice_violation(*, precision: str, optimizer: str) -> str | None:
+    """Why ``precision`` or ``optimizer`` is not one autoplan trains with (:data:`PRECISIONS`,
+    :data:`OPTIMIZERS`); None when both are."""
+    if precision not in PRECISIONS:
+        return f"precision must be one of {'|'.join(PRECISIONS)}, got {short_repr(precision)}"
+    if optimizer not in OPTIMIZERS:
+        return f"optimizer must be one of {'|'.join(OPTIMIZERS)}, got {short_repr(optimizer)}"
+    return None
+
+
 @dataclass(frozen=True)
 class TrainingConfig:
     """What is being trained, apart from the layout."""
 
     global_batch: int
     """samples (sequences) per optimizer step"""
-    precision: str = "fp32"
+    precision: Precision = "fp32"
     """fp32, or bf16/fp16 mixed precision (16-bit compute; see :meth:`state_bytes_per_param`), or fp8:
     bf16 mixed precision whose linear layers' GEMMs run in fp8 (attention, norms, loss in 16 bits)"""
-    optimizer: str = "adamw"
+    optimizer: Optimizer = "adamw"
     """adamw (two fp32 moments), adamw-bf16 (16-bit moments and master remainder) or sgd (no state)"""
     stack: SoftwareStack | None = None
     """the training software whose overlap and kernels an analytic profile assumes
@@ -36,15 +60,12 @@ class TrainingConfig:
     layouts are allowed; its software stack is ``stack`` for analytic profiles"""
 
     def __post_init__(self) -> None:
-        from autoplan.plan.plan import MAX_DEGREE
         if not isinstance(self.global_batch, int) or isinstance(self.global_batch, bool) \
-                or not 1 <= self.global_batch <= MAX_DEGREE:
-            raise InputError(f"global batch must be an integer from 1 to {MAX_DEGREE}, got {self.global_batch}")
-        if self.precision not in BYTES_PER_ELEMENT:
-            raise InputError(f"precision must be one of {'|'.join(BYTES_PER_ELEMENT)}, got {self.precision!r}")
-        from autoplan.plan.plan import OPTIMIZERS
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(f"optimizer must be one of {'|'.join(OPTIMIZERS)}, got {self.optimizer!r}")
+                or not 1 <= self.global_batch <= MAX_BATCH:
+            raise InputError(f"global batch must be an integer from 1 to {MAX_BATCH}, got {self.global_batch}")
+        why = choice_violation(precision=self.precision, optimizer=self.optimizer)
+        if why:
+            raise InputError(why)
 
     @property
     def mixed(self) -> bool:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from autoplan.errors import InputError
 from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
@@ -40,10 +40,12 @@ MODEL_PROFILE_VERSION = 1
 CLUSTER_PROFILE_VERSION = 1
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 LINK_CLASSES = ("intra_node", "inter_node")
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8-rowwise"]
+"""a training precision (:data:`PRECISIONS`)"""
+BYTES_PER_ELEMENT: dict[Precision, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2}
 """bytes of an activation element in each training precision: fp8 training keeps 16-bit activations
 and weights (only the GEMM operands are fp8)"""
-PRECISIONS = tuple(BYTES_PER_ELEMENT)
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 """fp8: bf16 mixed precision whose block GEMMs run in fp8 with one scale per tensor (Transformer
 Engine's delayed or current scaling, torchao's tensorwise); fp8-rowwise: one scale per row
 (torchao's rowwise recipe)"""

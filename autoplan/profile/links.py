@@ -12,6 +12,8 @@ Three entry points; the first two share one measurement engine
   one GPU): its matmul rate, copy bandwidth and memory, and no links: a one-device cluster, on
   which the planner still chooses the micro-batch size and recomputation.
 
+:func:`measure_cluster` (``autoplan profile cluster``) chooses among them from the process count and device.
+
 What is measured and on which groups is in :mod:`autoplan.profile.link_bench` (the engine, run
 on every rank), one device's rates in :mod:`autoplan.profile.device_rates`, the fit in
 :mod:`autoplan.profile.fit`, the spawning and watching of local workers in
@@ -286,3 +288,26 @@ def profile_one_device(device: str = "cpu", *, memory_per_device_bytes: int | No
     prof.sources["links"] = "none: a one-device cluster has no links"
     prof.sources.pop("device.concurrent_compute_flops_per_s", None)
     return prof
+
+
+def measure_cluster(nproc: int | None, *, out_path: str | os.PathLike, device: str = "cpu",
+                    memory_per_device_bytes: int | None = None, max_size_bytes: int | None = None,
+                    repeats: int = 5, progress: ProgressCallback | None = None) -> ClusterProfile | None:
+    """``autoplan profile cluster``: one device in this process (``nproc`` 1, on ``device``),
+    ``nproc`` local CPU processes, or (``nproc`` None) the torchrun job this process is a worker of;
+    in a job only rank 0 gets the profile (and writes ``out_path``), the other ranks None. The caller
+    saves a profile it gets."""
+    if nproc is not None and nproc < 1:
+        raise InputError(f"--nproc must be >= 1, got {nproc}")
+    if nproc == 1:
+        return profile_one_device(device, memory_per_device_bytes=memory_per_device_bytes)
+    if nproc is not None and device != "cpu":
+        raise InputError(f"--device {device}: several local processes are measured as CPU processes; "
+                         f"for several GPUs run under torchrun (see --help)")
+    if nproc is None:
+        if "RANK" not in os.environ:
+            raise InputError("profile cluster needs --nproc N (local processes), or to run under torchrun")
+        return profile_cluster_in_job(out_path=out_path, memory_per_device_bytes=memory_per_device_bytes,
+                                      max_size_bytes=max_size_bytes, repeats=repeats)
+    return profile_cluster(nproc, memory_per_device_bytes=memory_per_device_bytes, max_size_bytes=max_size_bytes,
+                           repeats=repeats, progress=progress)

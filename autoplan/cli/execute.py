@@ -1,0 +1,133 @@
+"""``autoplan run``, ``validate``, ``demo`` and ``tokenize``: train with a plan, measure plans against
+their predictions, the whole pipeline on this machine, and the token files training reads (the
+execution stage)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from autoplan.cli.common import MODEL_HELP, OPTIMIZER_HELP, PRECISION_HELP, parse_bytes
+from autoplan.plan.training import Optimizer
+from autoplan.profile.formats import Precision
+
+
+def run(
+    ctx: typer.Context,
+    plan: Path = typer.Argument(..., help="plan JSON written by solve"),
+    nnodes: int = typer.Option(1, help="nodes (one torchrun agent per node)"),
+    node_rank: Optional[int] = typer.Option(None, help="this node's rank (multi-node)"),
+    rdzv_endpoint: Optional[str] = typer.Option(None, help="host:port of the c10d rendezvous (multi-node)"),
+    max_restarts: Optional[int] = typer.Option(None, help="restart the workers this often after a failure (they "
+                                                          "resume from their checkpoint); default 0, or 3 with --elastic"),
+    elastic: bool = typer.Option(False, "--elastic", help="keep training when nodes are lost: re-solve the plan for the "
+                                                          "nodes that remain and resume from the last checkpoint; grow "
+                                                          "again at a checkpoint when they return (the script needs "
+                                                          "--ckpt-dir)"),
+    min_nodes: Optional[int] = typer.Option(None, help="with --elastic: the fewest nodes to go on with (default: 1)"),
+    rejoin_timeout: float = typer.Option(30.0, help="with --elastic: seconds a lost node has to come back before "
+                                                    "the job re-plans without it"),
+) -> None:
+    """Launch SCRIPT under torchrun with the plan's world size:  autoplan run plan.json -- SCRIPT [ARGS...]"""
+    from autoplan.errors import InputError
+    from autoplan.plan.plan import Plan
+    args = list(ctx.args)
+    if args and args[0].startswith("-") and args[0] != "--":    # an option run does not have, before the script
+        raise InputError(f"autoplan run has no option {args[0].split('=')[0]} (the plan sets the processes per "
+                         "node; see autoplan run --help): autoplan run PLAN [OPTIONS] -- SCRIPT [ARGS...]")
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
+        raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
+    Plan.load(plan).check_runnable_here()   # refuse a malformed plan, or one for another framework, first
+    if elastic:
+        from autoplan.execute.elastic import DEFAULT_MAX_RESTARTS, elastic_launch
+        code = elastic_launch(plan, args[0], args[1:], nnodes=nnodes, min_nodes=min_nodes or 1, node_rank=node_rank,
+                              rdzv_endpoint=rdzv_endpoint, rejoin_timeout_s=rejoin_timeout,
+                              max_restarts=DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts)
+        raise typer.Exit(code)
+    if min_nodes is not None:
+        raise InputError("--min-nodes needs --elastic")
+    from autoplan.execute.launch import launch
+    code = launch(str(plan), args[0], args[1:], nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                  max_restarts=max_restarts or 0)
+    raise typer.Exit(code)
+
+
+def demo(
+    model: str = typer.Option("gpt-small", help="reference model to plan and train"),
+    nproc: int = typer.Option(4, help="local CPU processes standing in for devices"),
+    memory_per_device: str = typer.Option("48MiB", help="per-process memory budget, small enough that the choice matters"),
+    global_batch: int = typer.Option(16, help="sequences per step"),
+    steps: int = typer.Option(6, help="training steps to run with the chosen plan"),
+    workdir: Path = typer.Option(Path("autoplan-demo"), help="where profiles and the plan are written"),
+) -> None:
+    """The whole pipeline on this machine: profile a model and NPROC local processes, solve, train, compare."""
+    from autoplan.demo import run_demo
+    raise typer.Exit(run_demo(model=model, nproc=nproc, memory_per_device=memory_per_device,
+                              global_batch=global_batch, steps=steps, workdir=workdir))
+
+
+def validate(
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    cluster: str = typer.Option(..., "--cluster", help="a measured cluster profile JSON of this machine's processes"),
+    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    top_k: int = typer.Option(3, "--top-k", help="run the chosen layout and this many in all"),
+    all_layouts: bool = typer.Option(False, "--all", help="run every layout that fits (small worlds only)"),
+    steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),
+    warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),
+    calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
+    as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
+    optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
+    memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
+    precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="draw predicted against measured step time and memory "
+                                                            "into this .png or .svg (needs matplotlib)"),
+) -> None:
+    """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
+    from autoplan.plan.api import make_problem
+    from autoplan.validate import MIN_CALIBRATION_RUNS, calibrate_cluster_file, fidelity, print_table
+    from autoplan.validate import validate as do_validate
+    if plot is not None:
+        from autoplan.draw import check_out_path
+        check_out_path(plot)
+    pb = make_problem(model, cluster, global_batch, optimizer=optimizer, precision=precision,
+                      memory_per_device_bytes=parse_bytes(memory_per_device))
+    say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
+    runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say,
+                       min_layouts=MIN_CALIBRATION_RUNS if calibrate else 0)
+    if plot is not None:
+        from autoplan.draw import draw_validation
+        draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",
+                        budget_bytes=pb.cluster.device.memory_bytes)
+        typer.echo(f"wrote {plot}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
+    else:
+        print_table(runs)
+        if sum(r.measured is not None for r in runs) >= 2:
+            f = fidelity(runs)
+            typer.echo(f"step-time error {f.time_mape * 100:.1f}% (mean abs), rank correlation {f.rank_correlation:.2f}, "
+                       f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured, worst memory "
+                       f"under-prediction {f.worst_memory_underprediction * 100:.1f}%")
+    if calibrate:
+        cal = calibrate_cluster_file(runs, cluster, pb.cluster.calibration)
+        typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
+
+
+def tokenize(
+    text: Path = typer.Argument(..., help="UTF-8 text file"),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="local Hugging Face tokenizer directory"),
+    out: Path = typer.Option(..., "--out", help="token file to write (.bin; a .bin.json description beside it)"),
+    model: Optional[str] = typer.Option(None, "--model", help="the model the tokens are for (checks the vocabulary "
+                                                              "and sets the token width)"),
+) -> None:
+    """Tokenize a text file into a flat token file for training (little-endian uint16, uint32 for
+    vocabularies over 65,536 ids)."""
+    from autoplan.execute.token_data import model_vocab, tokenize_text
+    meta = tokenize_text(text, tokenizer, out, model_vocab=None if model is None else model_vocab(model))
+    typer.echo(f"wrote {out}: {meta['num_tokens']} tokens ({meta['dtype']}, tokenizer vocabulary "
+               f"{meta['vocab_size']})", err=True)

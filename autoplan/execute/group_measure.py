@@ -1,0 +1,457 @@
+"""Measure layers as the executor runs them: inside real process groups, every rank at once.
+
+:func:`autoplan.profile.layers.profile_model` times one layer on one process alone, and a TP degree
+as one rank's slice of the arithmetic with no communication. In training every device works at
+the same time, a TP-sharded block runs through DTensor (per-op dispatch work, two collectives per
+sublayer that wait for the slowest rank of the group), and a ZeRO-3 layer all-gathers, copies in
+and out and reduce-scatters through FSDP2's hooks. On processes that outnumber cores, on a busy
+host or wherever framework work is not small next to the arithmetic, those effects are as large
+as the compute (measured on 4 CPU processes, 2 cores: a gpt-small block's forward+backward takes
+6.5 ms alone, 15 ms with every process busy and 46 ms inside a TP group of 2). This module measures
+them where they happen; the figures go into the model profile (``group_timings``), which the
+cost model then prefers to its sum of parts (:mod:`autoplan.plan.cost`)::
+
+    N processes (gloo on CPU, NCCL on GPUs), a mesh ("rest", "g") of groups of g consecutive ranks
+    tiling the world (tp innermost, as the executor's mesh); every rank runs the same case at once
+
+    kind x mbs                 g = 1: every rank runs the unit on its own (the shared-device rate)
+    block x mbs x t x sp       TP groups of t: the executor's own plan (autoplan.execute.tp.block_plan:
+                               ColwiseParallel/RowwiseParallel, SequenceParallel with sp=1); with sp=1
+                               the block takes and returns its sequence slice [b, s/t, h], as it does
+                               between the blocks of a stage
+    block x mbs x d (ZeRO-3)   FSDP groups of d: autoplan.execute.dp.apply_dp(zero=3) (fully_shard,
+                               reshard after forward): forward and backward with gradient sync off
+                               (two all-gathers per micro-batch) and the backward that reduce-scatters
+    each case, once            one AdamW and one SGD step over the unit's parameters as wrapped
+
+Each figure is a median over ``repeats`` samples (each sample starts behind a barrier of the whole
+job and spans enough forward+backward pairs to last ``min_sample_s``) on every rank, and the
+slowest rank's median is kept: a step waits for its slowest rank.
+
+This module is what each process of the job runs (:func:`measure_in_groups`);
+:mod:`autoplan.execute.group_profile` starts the job and adds its figures to the model profile::
+
+    torchrun --nproc-per-node 4 -m autoplan.execute.group_profile --model gpt-small --out groups.json
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from autoplan.errors import InputError
+from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
+from autoplan.profile.formats import GroupTiming, PipelineTiming
+from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
+
+WHOLE_MODEL = "(whole model)"
+"""key of the whole model's figures among the per-kind timings (every unit composed, one stage)"""
+
+@dataclass(frozen=True)
+class GroupProfileConfig:
+    """What to measure inside groups."""
+
+    spec: str
+    """the model spec (any form :func:`autoplan.models.source.resolve_model` resolves to a buildable model)"""
+    mbs_list: tuple[int, ...] = (1, 2, 4)
+    tp_list: tuple[int, ...] | None = None
+    """TP group sizes (those that divide the world, the heads and the TP layers are measured);
+    None: every divisor of the world above 1"""
+    dp_list: tuple[int, ...] | None = None
+    """FSDP (ZeRO-3) group sizes (those that divide the world are measured); None: every divisor above 1"""
+    seq_len: int | None = None
+    precision: str = "fp32"
+    warmup: int = 2
+    repeats: int = 7
+    min_sample_s: float = 0.1
+    """a sample repeats forward+backward until it lasts this long (at most ``max_inner`` times)"""
+    max_inner: int = 32
+    max_attempts: int = 4
+    """a case is measured again (up to this many times) while other programs load the CPU
+    (:data:`autoplan.profile.quiet.FOREIGN_CORES_LIMIT`)"""
+    seed: int = 0
+    pipelines: bool = True
+    """also run short real pipelines of the model (:mod:`autoplan.execute.pipeline_profile`)"""
+
+
+@dataclass
+class _Case:
+    """A unit as wrapped for one measurement, with inputs and a closure for one forward+backward."""
+
+    label: str
+    kind: str
+    module: object
+    forward: Callable[[], object]
+    """runs the forward, returns what ``backward`` takes"""
+    backward: Callable[[object], None]
+    fsdp: bool = False
+    foreign_cores: float = 0.0
+    """the load other programs put on the CPU during the last measurement of this case"""
+
+
+def _median_max(values: list[float]) -> float:
+    """This rank's median, then the maximum over every rank of the job."""
+    import torch
+    import torch.distributed as dist
+    t = torch.tensor([statistics.median(values)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def _agree_max(x: float) -> float:
+    import torch
+    import torch.distributed as dist
+    t = torch.tensor([x], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def _foreign_cores(load: ForeignLoad, cpu0: float, device) -> float:
+    """Cores other programs used since ``load.start()`` (every rank gets the largest figure); 0 on GPUs,
+    where the host's load does not slow the device."""
+    import torch
+    import torch.distributed as dist
+    if device.type != "cpu":
+        return 0.0
+    own = torch.tensor([time.process_time() - cpu0], dtype=torch.float64)
+    dist.all_reduce(own)                              # the job's CPU seconds, every rank together
+    return _agree_max(load.stop(float(own)))
+
+
+def _sync(device) -> None:
+    import torch
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _pairs(case: _Case, device, n: int) -> tuple[float, float]:
+    """Run ``n`` forward+backward pairs back to back: (forward seconds, backward seconds) per pair."""
+    f = b = 0.0
+    for _ in range(n):
+        _sync(device)
+        t0 = time.perf_counter()
+        root = case.forward()
+        _sync(device)
+        t1 = time.perf_counter()
+        case.backward(root)
+        _sync(device)
+        f += t1 - t0
+        b += time.perf_counter() - t1
+        del root
+    return f / n, b / n
+
+
+def time_pairs(case: _Case, cfg: GroupProfileConfig, device) -> tuple[float, float]:
+    """(forward seconds, backward seconds) per micro-batch: every rank of the job runs ``case`` at
+    once; the slowest rank's median over ``cfg.repeats`` samples, each behind a barrier of the job."""
+    import torch.distributed as dist
+    warm = []
+    for _ in range(max(1, cfg.warmup)):
+        dist.barrier()
+        warm.append(sum(_pairs(case, device, 1)))
+    inner = max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / max(min(warm), 1e-9))))
+    inner = int(_agree_max(inner))                   # every rank runs the same calls (collectives)
+    for attempt in range(cfg.max_attempts):
+        load = ForeignLoad().start()
+        cpu0 = time.process_time()
+        fwd, bwd = [], []
+        for _ in range(cfg.repeats):
+            dist.barrier()
+            f, b = _pairs(case, device, inner)
+            fwd.append(f)
+            bwd.append(b)
+        foreign = _foreign_cores(load, cpu0, device)
+        if foreign <= FOREIGN_CORES_LIMIT:
+            break
+    case.foreign_cores = foreign
+    return _median_max(fwd), _median_max(bwd)
+
+
+def time_optimizer(params: list, make, cfg: GroupProfileConfig, device) -> float:
+    """Seconds of one ``step()`` of the optimizer ``make(params)`` (gradients set to ones), every rank
+    at once; the slowest rank's median."""
+    import torch
+    import torch.distributed as dist
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt = make(params)
+    for _ in range(max(1, cfg.warmup)):
+        opt.step()
+    samples = []
+    for _ in range(cfg.repeats):
+        dist.barrier()
+        _sync(device)
+        t0 = time.perf_counter()
+        opt.step()
+        _sync(device)
+        samples.append(time.perf_counter() - t0)
+    for p in params:
+        p.grad = None
+    return _median_max(samples)
+
+
+class _Job:
+    """The model's units and this job's meshes (one 2-D mesh per group size)."""
+
+    def __init__(self, cfg: GroupProfileConfig, device):
+        import torch
+        import torch.distributed as dist
+
+        from autoplan.models.registry import (model_seq_len, model_tp_plan, model_vocab, sample_tokens, unit_inputs,
+                                              unit_kinds)
+        from autoplan.models.source import resolve_model
+        from autoplan.models.transformer import REFERENCE_TP_PLAN
+        self.cfg, self.device = cfg, device
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        model = resolve_model(cfg.spec).build(cfg.seed).eval()     # eval: no dropout while measuring
+        self.model = model
+        self.vocab = model_vocab(model)
+        max_s = model_seq_len(model)
+        self.seq_len = max_s if cfg.seq_len is None else cfg.seq_len
+        if not 1 <= self.seq_len <= max_s:
+            raise InputError(f"seq_len must be in 1..{max_s} (the model's), got {self.seq_len}")
+        self.kinds = unit_kinds(model)
+        self.tp_plan = model_tp_plan(model) or REFERENCE_TP_PLAN
+        units = [k.units[0] for k in self.kinds]
+        self.inputs = {b: unit_inputs(model, units, sample_tokens(self.vocab, b, self.seq_len, cfg.seed))
+                       for b in cfg.mbs_list}
+        self._meshes: dict[int, object] = {}
+        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision]
+
+    def group_mesh(self, g: int):
+        """The 1-D mesh of this rank's group of ``g`` consecutive ranks."""
+        from torch.distributed.device_mesh import init_device_mesh
+        if g not in self._meshes:
+            self._meshes[g] = init_device_mesh(self.device.type, (self.world // g, g), mesh_dim_names=("rest", "g"))
+        return self._meshes[g]["g"]
+
+
+def _unit_copy(job: _Job, kind) -> object:
+    import copy
+
+    from autoplan.models.units import unit_module
+    return copy.deepcopy(unit_module(job.model, kind.units[0])).to(job.device)
+
+
+def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int = 1) -> _Case:
+    """The unit of ``kind`` wrapped as the executor wraps it for (tp, sp, dp), with this rank's inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    from autoplan.execute.dp import apply_dp
+    from autoplan.execute.tp import block_plan
+    module = _unit_copy(job, kind)
+    x = job.inputs[mbs][kind.units[0]].to(job.device)
+    low = job.dtype if job.cfg.precision != "fp32" else None
+    autocast = low is not None and dp == 1
+    if tp > 1:
+        from torch.distributed.tensor.parallel import parallelize_module
+        plan = block_plan(job.tp_plan.colwise, job.tp_plan.rowwise, sequence_parallel=bool(sp),
+                          sp_norms=job.tp_plan.sp_norms, sp_gather=job.tp_plan.sp_gather)
+        parallelize_module(module, job.group_mesh(tp), plan)
+        if sp:     # between the blocks of a stage each TP rank holds its slice of the sequence
+            r = job.rank % tp
+            x = x.chunk(tp, dim=1)[r].contiguous()
+    if dp > 1:
+        import torch.nn as nn
+        apply_dp(module, nn.ModuleDict(), job.group_mesh(dp), zero=3, tp=1, pipelined=True, param_dtype=low)
+        module.set_requires_gradient_sync(False)
+    if x.is_floating_point():
+        x = x.detach().to(job.dtype if low is not None and not autocast and dp == 1 else x.dtype).requires_grad_(True)
+    g = torch.Generator(device="cpu").manual_seed(job.cfg.seed + job.rank)
+    if kind.computes_loss:
+        targets = torch.randint(job.vocab, tuple(x.shape[:2]), generator=g).to(job.device)
+
+        def forward() -> torch.Tensor:
+            with torch.autocast(job.device.type, dtype=low, enabled=autocast):
+                logits = module(x)
+                return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+        def backward(loss) -> None:
+            loss.backward()
+    else:
+        with torch.no_grad(), torch.autocast(job.device.type, dtype=low, enabled=autocast):
+            shape_out = module(x)
+        upstream = torch.randn(tuple(shape_out.shape), generator=g).to(job.device, shape_out.dtype)
+        del shape_out
+
+        def forward() -> torch.Tensor:
+            with torch.autocast(job.device.type, dtype=low, enabled=autocast):
+                return module(x)
+
+        def backward(out) -> None:
+            out.backward(upstream)
+    label = f"{kind.name} mbs={mbs}" + (f" tp={tp}" + (" sp" if sp else "") if tp > 1 else "") \
+        + (f" zero3 dp={dp}" if dp > 1 else "")
+    return _Case(label, kind.name, module, forward, backward, fsdp=dp > 1)
+
+
+def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
+    """(kind, mbs, tp, sp, dp) of every case, the same on every rank."""
+    from autoplan.models.registry import tp_divisors_ok
+    w, cfg = job.world, job.cfg
+    out = []
+    for kind in job.kinds:
+        for mbs in cfg.mbs_list:
+            out.append((kind, mbs, 1, 0, 1))
+            if not kind.tp_shardable:
+                continue
+            for t in sorted(set(cfg.tp_list or range(2, w + 1))):
+                if t > 1 and w % t == 0 and tp_divisors_ok(job.model, kind, t):
+                    seq_ok = job.seq_len % t == 0
+                    out += [(kind, mbs, t, sp, 1) for sp in ((0, 1) if seq_ok else (0,))]
+            for d in sorted(set(cfg.dp_list or range(2, w + 1))):
+                if d > 1 and w % d == 0:
+                    out.append((kind, mbs, 1, 0, d))
+    return out
+
+
+def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, int, str], None] | None = None
+                      ) -> tuple[dict[str, list], float]:
+    """Every case of :func:`_points` on every rank of the initialised job, then the whole model and
+    (``cfg.pipelines``) short pipelines: (timings per kind, :data:`WHOLE_MODEL` and
+    :data:`~autoplan.execute.pipeline_profile.PIPELINES` among them; the largest foreign CPU load
+    seen in the kept measurements); the same result on every rank."""
+    import torch
+
+    job = _Job(cfg, device)
+    points = _points(job)
+    n_pipes = len(pipeline_cases(job.world, len(job.model.unit_names()))) if cfg.pipelines else 0
+    total = len(points) + len(cfg.mbs_list) + n_pipes
+    out: dict[str, list] = {}
+    worst_foreign = 0.0
+    optimizer_done: dict[tuple, tuple[float, float]] = {}
+    for i, (kind, mbs, tp, sp, dp) in enumerate(points, start=1):
+        case = _make_case(job, kind, mbs, tp=tp, sp=sp, dp=dp)
+        fwd, bwd = time_pairs(case, cfg, device)
+        bwd_sync = 0.0
+        if case.fsdp:
+            case.module.set_requires_gradient_sync(True)
+            _, bwd_sync = time_pairs(case, cfg, device)
+        worst_foreign = max(worst_foreign, case.foreign_cores)
+        key = (kind.name, tp, sp, dp)
+        if key not in optimizer_done:    # the optimizer does not depend on the micro-batch size
+            params = [p for p in case.module.parameters() if p.requires_grad]
+            adamw = time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device)
+            sgd = time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device)
+            optimizer_done[key] = (adamw, sgd)
+        adamw, sgd = optimizer_done[key]
+        out.setdefault(kind.name, []).append(GroupTiming(
+            world=job.world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fwd, backward_s=bwd,
+            backward_sync_s=bwd_sync, optimizer_s=adamw, optimizer_sgd_s=sgd))
+        del case
+        if progress is not None:
+            progress(i, total, f"{kind.name} mbs={mbs}"
+                     + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "") + (f" zero3 dp={dp}" if dp > 1 else ""))
+    # the whole model on every rank: layers composed into one model run slower than each alone
+    # (a working set larger than the caches, fresh activation memory every step)
+    for k, mbs in enumerate(cfg.mbs_list, start=1):
+        case = _whole_model_case(job, mbs)
+        fwd, bwd = time_pairs(case, cfg, device)
+        worst_foreign = max(worst_foreign, case.foreign_cores)
+        if k == 1:
+            params = list(case.module.parameters())
+            optimizer_done[WHOLE_MODEL] = (
+                time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device),
+                time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device))
+        adamw, sgd = optimizer_done[WHOLE_MODEL]
+        out.setdefault(WHOLE_MODEL, []).append(GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd,
+                                                           optimizer_s=adamw, optimizer_sgd_s=sgd))
+        del case
+        if progress is not None:
+            progress(len(points) + k, total, f"whole model mbs={mbs}")
+    if n_pipes:
+        done = len(points) + len(cfg.mbs_list)
+
+        def said(what: str) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total, what)
+        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said)
+        worst_foreign = max(worst_foreign, foreign)
+    return out, worst_foreign
+
+
+def _whole_model_case(job: _Job, mbs: int) -> _Case:
+    """The whole model (every unit, no parallelism) with its loss, on this rank's tokens."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from autoplan.models.registry import sample_tokens
+    module = copy.deepcopy(job.model).to(job.device)
+    tokens = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + job.rank).to(job.device)
+    targets = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + 1000 + job.rank).to(job.device)
+    low = job.dtype if job.cfg.precision != "fp32" else None
+
+    def forward() -> torch.Tensor:
+        with torch.autocast(job.device.type, dtype=low, enabled=low is not None):
+            return F.cross_entropy(module(tokens).flatten(0, 1).float(), targets.flatten())
+    return _Case(f"whole model mbs={mbs}", WHOLE_MODEL, module, forward, lambda loss: loss.backward())
+
+
+def _timed(fn: Callable[[], None], device) -> float:
+    """Seconds of ``fn()``, started behind a barrier of the job."""
+    import torch.distributed as dist
+    dist.barrier()
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg: GroupProfileConfig, device,
+                  rank: int) -> tuple[list[float], list[float], list[float], float]:
+    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
+    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
+    again while other programs load the CPU."""
+    def lone() -> None:
+        if rank == 0:
+            reference()
+    for _ in range(max(1, cfg.warmup)):
+        _timed(reference, device)
+        _timed(step, device)
+    for _ in range(cfg.max_attempts):
+        load = ForeignLoad().start()
+        cpu0 = time.process_time()
+        steps, refs, lones = [], [], []
+        for _ in range(cfg.repeats):
+            refs.append(_timed(reference, device))
+            lones.append(_timed(lone, device))
+            steps.append(_timed(step, device))
+        foreign = _foreign_cores(load, cpu0, device)
+        if foreign <= FOREIGN_CORES_LIMIT:
+            break
+    return steps, refs, lones, foreign
+
+
+def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None
+                      ) -> tuple[list[PipelineTiming], float]:
+    """Every run of :func:`~autoplan.execute.pipeline_profile.pipeline_cases` in the initialised job:
+    (the runs, the largest foreign CPU load seen); the same result on every rank. Before each step
+    every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
+    while the others wait in a barrier (``lone_reference_s``)."""
+    mbs = min(cfg.mbs_list)
+    whole = _whole_model_case(job, mbs)
+
+    def reference() -> None:
+        whole.backward(whole.forward())
+        whole.module.zero_grad(set_to_none=True)
+    out, worst = [], 0.0
+    for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
+        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device)
+        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
+        worst = max(worst, foreign)
+        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
+                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                                  lone_reference_s=_median_max(lones)))
+        if progress is not None:
+            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
+        del step
+    return out, worst
