@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem, solve_problem
-from autoplan.plan.plan import Plan, SolverInfo, parse_layout_constraints
+from autoplan.plan.layout_input import parse_layout_constraints
+from autoplan.plan.plan import Plan, SolverInfo
 
 
 def plan_for(model: str, cluster: str, global_batch: int, layout: str) -> Plan:

@@ -90,7 +90,7 @@ def test_torch_rotation_exchanges_every_query_head_and_hides_only_the_first_step
     import dataclasses
 
     from autoplan.plan.api import estimate_problem, make_problem
-    from autoplan.plan.plan import complete_layout
+    from autoplan.plan.layout_input import complete_layout
     pb = make_problem("llama3-8b", "dgx-h100-80gb:1", 1, seq_len=65536, framework="torchtitan")
     lay = complete_layout(dict(tp=1, cp=8, dp=1, zero=3, mbs=1), 8, 1)
     _, titan = estimate_problem(pb, lay)

@@ -256,7 +256,7 @@ def test_corrupted_files(case):
 @given(layout_text())
 def test_layout_strings(text):
     from autoplan.plan.api import complete_layout
-    from autoplan.plan.plan import parse_layout_constraints
+    from autoplan.plan.layout_input import parse_layout_constraints
     try:
         fixed = parse_layout_constraints(text)
         complete_layout(fixed, 8, 16)

@@ -9,7 +9,7 @@ import pytest
 from autoplan.errors import InfeasibleError
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem, solve_problem
 from autoplan.plan.groups import spans_nodes
-from autoplan.plan.plan import parse_layout_constraints
+from autoplan.plan.layout_input import parse_layout_constraints
 from autoplan.plan.search import SearchOptions
 
 

@@ -14,7 +14,7 @@ import pytest
 from autoplan.errors import InputError
 from autoplan.plan.api import estimate
 from autoplan.plan.groups import spans_nodes
-from autoplan.plan.plan import parse_layout_constraints
+from autoplan.plan.layout_input import parse_layout_constraints
 
 
 def _spans_by_enumeration(dp: int, tp: int, pp: int, per_node: int, nodes: int) -> tuple[bool, bool, bool]:

@@ -133,7 +133,7 @@ def test_timeline_follows_the_shared_device_relief():
     timeline draws the scaled costs and still adds up to the prediction."""
     from autoplan.plan.api import complete_layout, estimate_problem, make_problem
     from autoplan.plan.coefficients import costs_for_layout
-    from autoplan.plan.plan import parse_layout_constraints
+    from autoplan.plan.layout_input import parse_layout_constraints
     from autoplan.plan.timeline import chunk_times, pipeline_scale, step_timeline
     pb = make_problem("gpt3-1.3b", "dgx-a100-80gb:1", 64)
     pb.cluster.device.concurrent_compute_flops_per_s = pb.cluster.device.compute_flops_per_s / 2   # slowdown 2
@@ -235,7 +235,8 @@ def test_plan_is_recosted_on_the_problem_it_records():
     """``show`` re-costs a plan with the framework and memory budget it was solved for
     (``Problem.from_plan``), so a megatron plan with a budget of its own is drawn as predicted."""
     from autoplan.plan.api import Problem, complete_layout, estimate_problem, make_problem
-    from autoplan.plan.plan import SolverInfo, parse_layout_constraints
+    from autoplan.plan.layout_input import parse_layout_constraints
+    from autoplan.plan.plan import SolverInfo
     pb = make_problem("gpt3-1.3b", "dgx-a100-80gb:1", 16, framework="megatron", memory_per_device_bytes=40 * 2**30)
     lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints("tp=2,pp=2,mbs=1,schedule=1f1b"), 8, 16))
     plan = Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),

@@ -63,7 +63,7 @@ def solve(
 ) -> None:
     """Choose the layout (dp x tp x pp, stages, micro-batching, ZeRO, recompute) with the least predicted step time."""
     from autoplan.plan.api import fixed_micro_batch, make_problem, solve_problem
-    from autoplan.plan.plan import parse_layout_constraints
+    from autoplan.plan.layout_input import parse_layout_constraints
     from autoplan.plan.presets import with_preset
     from autoplan.plan.search import SearchOptions
     fixed_text = parse_layout_constraints(layout)

@@ -19,9 +19,9 @@ from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
-from autoplan.plan.plan import (Layout, Plan, Prediction, SolverInfo, TrainingSpec, complete_layout,  # noqa: F401
-                                 context_parallel_violation, tp_parts,
-                                 parse_layout_constraints, stages_from_block_counts)
+from autoplan.plan.layout_input import (complete_layout, parse_layout_constraints,  # noqa: F401
+                                         stages_from_block_counts)
+from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo, TrainingSpec, context_parallel_violation, tp_parts
 from autoplan.plan.frameworks import DEFAULT_FRAMEWORK, framework_violation
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search

@@ -27,7 +27,8 @@ from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, resolve_solver, solve_placement, tied_chain
 from autoplan.models.shapes import tp_violation
-from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, complete_layout, context_parallel_violation, tp_parts
+from autoplan.plan.layout_input import complete_layout
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, context_parallel_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
