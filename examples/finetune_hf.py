@@ -171,7 +171,7 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    from autoplan.execute.launch import run_worker
+    from autoplan.execute.launch import exit_worker, run_worker
 
     cli_args = parse_args(sys.argv[1:])
-    sys.exit(run_worker(lambda: train(cli_args)))   # AutoplanError -> one `error:` line, exit 2
+    exit_worker(run_worker(lambda: train(cli_args)))   # AutoplanError -> one `error:` line, exit 2

@@ -236,4 +236,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autoplan.execute.launch import exit_worker
+    exit_worker(main())
