@@ -17,7 +17,6 @@ import argparse
 import os
 import resource
 import statistics
-import sys
 import time
 
 if __name__ == "__main__":     # a signal while torch imports ends the worker quietly (see launch.py)
