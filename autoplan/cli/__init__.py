@@ -24,7 +24,7 @@ from autoplan.cli.common import err
 from autoplan.errors import AutoplanError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a "
+                  help="Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, CP, PP) for training a "
                        "PyTorch model.  profile -> solve -> run; `autoplan demo` does all three on this machine.")
 
 
@@ -43,7 +43,7 @@ def _main_options(
     _version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                   help="print autoplan's version and exit"),
 ) -> None:
-    """Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, PP) for training a PyTorch model.
+    """Measure, choose and apply the hybrid parallel layout (DP/ZeRO, TP, CP, PP) for training a PyTorch model.
     profile -> solve -> run; `autoplan demo` does all three on this machine."""
 
 
