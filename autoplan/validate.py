@@ -22,7 +22,7 @@ from autoplan.jsonio import read_json
 from autoplan.plan.api import Problem, solve_problem
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
-from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo
+from autoplan.plan.plan import Layout, Prediction, SolverInfo
 from autoplan.plan.search import MAX_TOP_K, SearchOptions, lower_bound_s, outer_layouts, place
 from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration, ClusterProfile
@@ -124,8 +124,7 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
     """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
     from autoplan.execute import measure
     from autoplan.execute.launch import torchrun_command
-    plan = Plan(layout=layout, predicted=predicted, solver=SolverInfo("n/a", 0.0, 0.0, 0.0),
-                training=pb.training_spec(layout.world_size))
+    plan = pb.plan(layout, predicted, SolverInfo("n/a", 0.0, 0.0, 0.0))
     if plan.training.shape is None:
         raise InputError("validate needs a transformer shape in the model profile to rebuild the model")
     plan_path = workdir / "plan.json"

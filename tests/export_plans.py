@@ -14,8 +14,7 @@ def plan_for(model: str, cluster: str, global_batch: int, layout: str) -> Plan:
     pb = make_problem(model, cluster, global_batch)
     lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints(layout), pb.cluster.world_size,
                                                      global_batch))
-    return Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),
-                training=pb.training_spec(lay.world_size))
+    return pb.plan(lay, pred, SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0))
 
 
 @lru_cache(maxsize=None)

@@ -239,8 +239,7 @@ def test_plan_is_recosted_on_the_problem_it_records():
     from autoplan.plan.plan import SolverInfo
     pb = make_problem("gpt3-1.3b", "dgx-a100-80gb:1", 16, framework="megatron", memory_per_device_bytes=40 * 2**30)
     lay, pred = estimate_problem(pb, complete_layout(parse_layout_constraints("tp=2,pp=2,mbs=1,schedule=1f1b"), 8, 16))
-    plan = Plan(layout=lay, predicted=pred, solver=SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0),
-                training=pb.training_spec(lay.world_size))
+    plan = pb.plan(lay, pred, SolverInfo("fixed layout", pred.step_time_s, pred.step_time_s, 0.0))
     again = Problem.from_plan(plan)
     assert (again.train, again.memory_per_device_bytes) == (pb.train, 40 * 2**30)
     fig = plan_figures(plan)

@@ -70,6 +70,12 @@ class Problem:
                             optimizer=trained.optimizer, seq_len=tr.seq_len, framework=trained.framework, num_nodes=num_nodes,
                             memory_per_device_bytes=memory_per_device_bytes or tr.memory_per_device_bytes or None)
 
+    def plan(self, layout: Layout, predicted: Prediction, solver: SolverInfo, *,
+             alternatives: list | None = None) -> Plan:
+        """A plan of ``layout`` for this problem, with the training record for its world size."""
+        return Plan(layout=layout, predicted=predicted, solver=solver, training=self.training_spec(layout.world_size),
+                    alternatives=alternatives or [])
+
     def training_spec(self, world_size: int) -> TrainingSpec:
         """What the plan records of this problem (:attr:`Plan.training`), for ``world_size`` devices."""
         return TrainingSpec(model_spec=self.profile.model_spec or self.model_spec, shape=self.profile.shape,
@@ -254,7 +260,7 @@ def _given_plan(pb: Problem, fixed: dict) -> Plan:
                               min_memory_bytes=pred.peak_memory_bytes, smallest_layout=layout)
     solver = SolverInfo(status="given", objective=pred.step_time_s, bound=pred.step_time_s,
                         wall_s=time.perf_counter() - t0, layouts_considered=1)
-    plan = Plan(layout=layout, predicted=pred, solver=solver, training=pb.training_spec(layout.world_size))
+    plan = pb.plan(layout, pred, solver)
     plan.explanation = explain(plan)
     return plan
 
@@ -267,8 +273,7 @@ def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: b
     res = search(pb.profile, pb.cluster, pb.train, opts, progress=progress)
     chosen = res.best[0]
     alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)
-    plan = Plan(layout=chosen.layout, predicted=chosen.predicted, solver=res.solver,
-                training=pb.training_spec(chosen.layout.world_size), alternatives=alts)
+    plan = pb.plan(chosen.layout, chosen.predicted, res.solver, alternatives=alts)
     plan.explanation = explain(plan)
     return plan
 
