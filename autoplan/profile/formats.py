@@ -342,7 +342,7 @@ class ModelProfile:
 
     def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
         """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
-        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1))
+        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1, 1))
 
     # -- helpers -------------------------------------------------------------------------
     def layer_names(self) -> list[str]:
