@@ -27,9 +27,11 @@ def grouped(tmp_path_factory):
 @pytest.mark.slow
 def test_profile_in_groups_writes_every_case(grouped):
     block = grouped.kinds["block"]
-    keys = {(g.world, g.tp, g.sp, g.dp, g.mbs) for g in block.group_timings}
-    for mbs in (1, 2):
-        assert {(2, 1, 0, 1, mbs), (2, 2, 0, 1, mbs), (2, 2, 1, 1, mbs), (2, 1, 0, 2, mbs)} <= keys
+    keys = {(g.world, g.tp, g.sp, g.dp, g.cp, g.mbs) for g in block.group_timings}
+    for mbs in (1, 2):      # alone, TP, TP+SP, ZeRO-3 and context parallel over the 2 processes
+        assert {(2, 1, 0, 1, 1, mbs), (2, 2, 0, 1, 1, mbs), (2, 2, 1, 1, 1, mbs), (2, 1, 0, 2, 1, mbs),
+                (2, 1, 0, 1, 2, mbs)} <= keys
+    assert all(g.cp == 1 for k in ("embed", "head") for g in grouped.kinds[k].group_timings)
     for g in block.group_timings:
         assert g.forward_s > 0 and g.backward_s > 0 and g.optimizer_s > 0
         assert (g.backward_sync_s > 0) == (g.dp > 1)
@@ -87,3 +89,73 @@ def test_group_timing_fit_and_validation():
     from autoplan.errors import InputError
     with pytest.raises(InputError, match="malformed"):
         ModelProfile.from_dict(json.loads(json.dumps(d)))
+
+
+def _cp_profile(cp_figures: bool) -> ModelProfile:
+    """A synthetic profile "measured" in groups of 2 (twice each layer's time alone); with
+    ``cp_figures`` its block also under cp = 2: 0.8x its in-group time per rank (far from half)."""
+    import random
+
+    from tests.planner_instances import random_model_profile
+    prof = random_model_profile(random.Random(5), n_blocks=2)
+    for name, kind in prof.kinds.items():
+        kind.group_timings = [GroupTiming(world=2, mbs=t.mbs, forward_s=2 * t.forward_s, backward_s=2 * t.backward_s,
+                                          optimizer_s=1e-4) for t in kind.timings]
+        if cp_figures and name == "block":
+            kind.group_timings += [GroupTiming(world=2, mbs=g.mbs, cp=2, forward_s=0.8 * g.forward_s,
+                                               backward_s=0.8 * g.backward_s, optimizer_s=1e-4)
+                                   for g in list(kind.group_timings)]
+    return prof
+
+
+def test_cp_group_timings_round_trip_and_old_profiles_load_unchanged():
+    with_cp, old = _cp_profile(True), _cp_profile(False)
+    d = json.loads(json.dumps(with_cp.to_dict()))
+    assert sorted(g.get("cp", 1) for g in d["kinds"]["block"]["group_timings"]) == [1, 1, 1, 2, 2, 2]
+    back = ModelProfile.from_dict(d)
+    assert back.kinds["block"].group_timings == with_cp.kinds["block"].group_timings
+    g2 = back.kinds["block"].group_timing(2, world=2, cp=2)
+    assert g2.cp == 2 and g2.forward_s == pytest.approx(0.8 * back.kinds["block"].group_timing(2, world=2).forward_s)
+    assert back.kinds["block"].group_timing(1, world=2, cp=4) is None
+    # a profile without cp figures (as written before cp was measured) loads and is written back as it was
+    d_old = json.loads(json.dumps(old.to_dict()))
+    assert all("cp" not in g for k in d_old["kinds"].values() for g in k["group_timings"])
+    assert ModelProfile.from_dict(d_old).to_dict() == d_old
+    # a second figure of the same key is refused; cp is part of the key
+    d["kinds"]["block"]["group_timings"].append(dict(d["kinds"]["block"]["group_timings"][-1]))
+    from autoplan.errors import InputError
+    with pytest.raises(InputError, match="second timing .* cp 2"):
+        ModelProfile.from_dict(d)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_cost_model_takes_the_in_group_cp_figure_in_place_of_the_analytic_exchange(recompute):
+    import random
+
+    from autoplan.plan.plan import Layout
+    from tests.planner_instances import random_cluster
+    cl = random_cluster(random.Random(1), world=2)
+    train = TrainingConfig(global_batch=4)
+    lay = Layout(dp=1, tp=1, pp=1, cp=2, mbs=2, num_microbatches=2, recompute=recompute)
+    plain, grouped = _cp_profile(False), _cp_profile(True)
+    assert in_group_world(grouped, cl) == 2
+    from autoplan.plan.coefficient_sources import composition_factors
+    f, _ = composition_factors(grouped, 2, 2)
+    block = grouped.kinds["block"]
+    g, base = block.group_timing(2, world=2, cp=2), block.group_timing(2, world=2)
+    blk = layer_costs(grouped, cl, lay, train)["block.0"]
+    # the block's compute + exchange is the measured cp figure: compute = its share of the cp = 1 time, the rest cp_comm
+    share = (base.forward_s + base.backward_s) / 2
+    assert blk.compute_s == pytest.approx(share * f)
+    assert blk.cp_comm_s == pytest.approx(g.forward_s + g.backward_s - share)
+    assert blk.recompute_s == pytest.approx(g.forward_s * f if recompute == "full" else 0.0)
+    # without the cp figure: half the cp = 1 figure plus the analytic all-gather/reduce-scatter
+    old = layer_costs(plain, cl, lay, train)["block.0"]
+    assert old.compute_s == pytest.approx(share * f)
+    assert 0 < old.cp_comm_s != pytest.approx(blk.cp_comm_s)
+    # the embedding and head have no cp figure: unchanged; another cp or world: the analytic path
+    assert layer_costs(grouped, cl, lay, train)["head"] == layer_costs(plain, cl, lay, train)["head"]
+    cl4 = random_cluster(random.Random(1), world=4)
+    lay4 = Layout(dp=1, tp=1, pp=1, cp=4, mbs=2, num_microbatches=2, recompute=recompute)
+    assert in_group_world(grouped, cl4) is None
+    assert layer_costs(grouped, cl4, lay4, train) == layer_costs(plain, cl4, lay4, train)

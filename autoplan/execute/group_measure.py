@@ -22,6 +22,11 @@ cost model then prefers to its sum of parts (:mod:`autoplan.plan.cost`)::
     block x mbs x d (ZeRO-3)   FSDP groups of d: autoplan.execute.dp.apply_dp(zero=3) (fully_shard,
                                reshard after forward): forward and backward with gradient sync off
                                (two all-gathers per micro-batch) and the backward that reduce-scatters
+    block x mbs x c (cp)       context-parallel groups of c = 2 and c = N (where they tile the world
+                               and cut the sequence into 2*c chunks): autoplan.execute.cp.apply_cp,
+                               the executor's K/V exchange (all-gather on CPU), on this rank's share
+                               [b, s/c, h] of the micro-batch, forward and backward (the optimizer
+                               figures are the block's own: cp does not wrap its parameters)
     each case, once            one AdamW and one SGD step over the unit's parameters as wrapped
 
 Each figure is a median over ``repeats`` samples (each sample starts behind a barrier of the whole
@@ -236,8 +241,8 @@ def _unit_copy(job: _Job, kind) -> object:
     return copy.deepcopy(unit_module(job.model, kind.units[0])).to(job.device)
 
 
-def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int = 1) -> _Case:
-    """The unit of ``kind`` wrapped as the executor wraps it for (tp, sp, dp), with this rank's inputs."""
+def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int = 1, cp: int = 1) -> _Case:
+    """The unit of ``kind`` wrapped as the executor wraps it for (tp, sp, dp, cp), with this rank's inputs."""
     import torch
     import torch.nn.functional as F
 
@@ -255,6 +260,10 @@ def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int =
         if sp:     # between the blocks of a stage each TP rank holds its slice of the sequence
             r = job.rank % tp
             x = x.chunk(tp, dim=1)[r].contiguous()
+    if cp > 1:     # this rank's load-balanced share of each sequence; attention exchanges K/V over the group
+        from autoplan.execute.cp import apply_cp, torch_ring_available
+        shard = apply_cp(module, job.group_mesh(cp), use_torch_ring=torch_ring_available(job.device.type))
+        x = shard.take(x, dim=1).contiguous()
     if dp > 1:
         import torch.nn as nn
         apply_dp(module, nn.ModuleDict(), job.group_mesh(dp), zero=3, tp=1, pipelined=True, param_dtype=low)
@@ -285,27 +294,41 @@ def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int =
         def backward(out) -> None:
             out.backward(upstream)
     label = f"{kind.name} mbs={mbs}" + (f" tp={tp}" + (" sp" if sp else "") if tp > 1 else "") \
-        + (f" zero3 dp={dp}" if dp > 1 else "")
+        + (f" zero3 dp={dp}" if dp > 1 else "") + (f" cp={cp}" if cp > 1 else "")
     return _Case(label, kind.name, module, forward, backward, fsdp=dp > 1)
 
 
-def _points(job: _Job) -> list[tuple[object, int, int, int, int]]:
-    """(kind, mbs, tp, sp, dp) of every case, the same on every rank."""
+def _cp_sizes(job: _Job, kind) -> list[int]:
+    """Context-parallel group sizes measured for ``kind``: 2 and the whole world, those that tile the
+    world and cut the sequence into 2*cp chunks; none for a unit without an attention core or one
+    that takes tokens or computes the loss (the embedding and the head)."""
+    from autoplan.execute.cp import has_attention_core
+    from autoplan.models.units import unit_module
+    if kind.takes_tokens or kind.computes_loss or not has_attention_core(unit_module(job.model, kind.units[0])):
+        return []
+    w = job.world
+    return [c for c in sorted({2, w}) if c > 1 and w % c == 0 and job.seq_len % (2 * c) == 0]
+
+
+def _points(job: _Job) -> list[tuple[object, int, int, int, int, int]]:
+    """(kind, mbs, tp, sp, dp, cp) of every case, the same on every rank."""
     from autoplan.models.registry import tp_divisors_ok
     w, cfg = job.world, job.cfg
     out = []
     for kind in job.kinds:
+        cps = _cp_sizes(job, kind)
         for mbs in cfg.mbs_list:
-            out.append((kind, mbs, 1, 0, 1))
+            out.append((kind, mbs, 1, 0, 1, 1))
             if not kind.tp_shardable:
                 continue
             for t in sorted(set(cfg.tp_list or range(2, w + 1))):
                 if t > 1 and w % t == 0 and tp_divisors_ok(job.model, kind, t):
                     seq_ok = job.seq_len % t == 0
-                    out += [(kind, mbs, t, sp, 1) for sp in ((0, 1) if seq_ok else (0,))]
+                    out += [(kind, mbs, t, sp, 1, 1) for sp in ((0, 1) if seq_ok else (0,))]
             for d in sorted(set(cfg.dp_list or range(2, w + 1))):
                 if d > 1 and w % d == 0:
-                    out.append((kind, mbs, 1, 0, d))
+                    out.append((kind, mbs, 1, 0, d, 1))
+            out += [(kind, mbs, 1, 0, 1, c) for c in cps]
     return out
 
 
@@ -324,8 +347,8 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
     out: dict[str, list] = {}
     worst_foreign = 0.0
     optimizer_done: dict[tuple, tuple[float, float]] = {}
-    for i, (kind, mbs, tp, sp, dp) in enumerate(points, start=1):
-        case = _make_case(job, kind, mbs, tp=tp, sp=sp, dp=dp)
+    for i, (kind, mbs, tp, sp, dp, cp) in enumerate(points, start=1):
+        case = _make_case(job, kind, mbs, tp=tp, sp=sp, dp=dp, cp=cp)
         fwd, bwd = time_pairs(case, cfg, device)
         bwd_sync = 0.0
         if case.fsdp:
@@ -333,19 +356,19 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             _, bwd_sync = time_pairs(case, cfg, device)
         worst_foreign = max(worst_foreign, case.foreign_cores)
         key = (kind.name, tp, sp, dp)
-        if key not in optimizer_done:    # the optimizer does not depend on the micro-batch size
+        if key not in optimizer_done:    # the optimizer does not depend on the micro-batch size (nor on cp)
             params = [p for p in case.module.parameters() if p.requires_grad]
             adamw = time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device)
             sgd = time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device)
             optimizer_done[key] = (adamw, sgd)
         adamw, sgd = optimizer_done[key]
         out.setdefault(kind.name, []).append(GroupTiming(
-            world=job.world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fwd, backward_s=bwd,
+            world=job.world, mbs=mbs, tp=tp, sp=sp, dp=dp, cp=cp, forward_s=fwd, backward_s=bwd,
             backward_sync_s=bwd_sync, optimizer_s=adamw, optimizer_sgd_s=sgd))
+        label = case.label
         del case
         if progress is not None:
-            progress(i, total, f"{kind.name} mbs={mbs}"
-                     + (f" tp={tp}{' sp' if sp else ''}" if tp > 1 else "") + (f" zero3 dp={dp}" if dp > 1 else ""))
+            progress(i, total, label)
     # the whole model on every rank: layers composed into one model run slower than each alone
     # (a working set larger than the caches, fresh activation memory every step)
     for k, mbs in enumerate(cfg.mbs_list, start=1):

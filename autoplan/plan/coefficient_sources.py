@@ -1,7 +1,8 @@
 """Where a layer's time coefficients come from, one function per source (best first):
 
-- :func:`in_group_terms` / :func:`in_group_fsdp_s`: measured inside real groups of N processes
-  (``autoplan profile model --nproc N``), with :func:`composition_factors` for the whole model;
+- :func:`in_group_terms` / :func:`in_group_cp_terms` / :func:`in_group_fsdp_s`: measured inside real
+  groups of N processes (``autoplan profile model --nproc N``), with :func:`composition_factors` for
+  the whole model;
 - :func:`stack_terms`: an analytic profile under its software stack (kernels, overlaps);
 - :func:`sum_of_parts_terms`: one rank's compute measured alone plus alpha-beta fits of isolated
   collectives (other group sizes, other nodes, catalogue hardware).
@@ -217,6 +218,35 @@ def in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode:
         recompute = g.forward_s
     opt = g.optimizer_sgd_s if optimizer == "sgd" else g.optimizer_s
     return compute, recompute, total - compute, opt
+
+
+def in_group_cp_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str,
+                      attn_flop_frac: float) -> tuple[float, float, float] | None:
+    """(compute, recompute, cp_comm) of one transformer block on one cp rank per micro-batch, from the
+    block measured under context parallel over ``layout.cp`` ranks inside real groups of ``world``
+    processes (the executor's K/V exchange, at the layout's TP degree where that was measured), or
+    None where that case was not measured.
+
+    It replaces, for that block, the analytic estimate: the in-group time at cp = 1 divided by cp
+    plus the alpha-beta K/V all-gather and reduce-scatter (:func:`cp_exchange_s`). As for TP
+    (:func:`in_group_terms`): ``compute`` is the block's in-group time without cp divided by tp x cp
+    (a cp rank's arithmetic if the split were free), ``cp_comm`` the rest of the measured time: the
+    exchange, its waits for the slowest rank, the attention against the gathered keys and the
+    shared cores (with TP measured too, its collectives are in it). Selective recompute repeats the
+    attention core's share of that compute, full recompute the measured forward, exchange included."""
+    cp = layout.cp
+    base = kind.group_timing(mbs, world=world)
+    g = kind.group_timing(mbs, world=world, tp=shard, sp=layout.sp if shard > 1 else 0, cp=cp) if cp > 1 else None
+    if base is None or g is None:
+        return None
+    total = g.forward_s + g.backward_s
+    compute = min(total, (base.forward_s + base.backward_s) / shard / cp)
+    recompute = 0.0
+    if mode == "selective":
+        recompute = base.forward_s / shard / cp * attn_flop_frac
+    elif mode == "full":
+        recompute = g.forward_s
+    return compute, recompute, total - compute
 
 
 def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, float] | None:

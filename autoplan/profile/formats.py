@@ -108,6 +108,9 @@ class GroupTiming:
     """1: sequence parallel (the block takes and returns its sequence slice)"""
     dp: int = 1
     """FSDP group size under ``fully_shard(reshard_after_forward=True)`` (ZeRO-3); 1: no FSDP"""
+    cp: int = 1
+    """context-parallel group size (the executor's K/V exchange, :func:`autoplan.execute.cp.apply_cp`,
+    on this rank's 1/cp of each sequence); 1: no context parallel (and no ``cp`` field in the file)"""
     forward_s: float = 0.0
     backward_s: float = 0.0
     """backward without data-parallel gradient reduction (FSDP: gradient sync off)"""
@@ -118,8 +121,12 @@ class GroupTiming:
     optimizer_sgd_s: float = 0.0
     """the same for SGD"""
 
-    def key(self) -> tuple[int, int, int, int]:
-        return self.world, self.tp, self.sp, self.dp
+    def key(self) -> tuple[int, int, int, int, int]:
+        return self.world, self.tp, self.sp, self.dp, self.cp
+
+    def to_dict(self) -> dict:
+        """As stored: without ``cp`` when it is 1, so profiles without context parallel read as before."""
+        return {k: v for k, v in asdict(self).items() if k != "cp" or v != 1}
 
 
 @dataclass(frozen=True)
@@ -190,11 +197,12 @@ class LayerKindProfile:
     group_timings: list[GroupTiming] = field(default_factory=list)
     """measured inside real process groups (empty unless profiled with ``--nproc``)"""
 
-    def group_timing(self, mbs: int, *, world: int, tp: int = 1, sp: int = 0, dp: int = 1) -> GroupTiming | None:
-        """The in-group figures at (world, tp, sp, dp) for ``mbs``: measured, or linear in mbs
+    def group_timing(self, mbs: int, *, world: int, tp: int = 1, sp: int = 0, dp: int = 1,
+                     cp: int = 1) -> GroupTiming | None:
+        """The in-group figures at (world, tp, sp, dp, cp) for ``mbs``: measured, or linear in mbs
         through the measured sizes (times per micro-batch grow with it; the optimizer does not).
         None when that combination was not measured."""
-        return _fit_group(self.group_timings, mbs, (world, tp, sp, dp))
+        return _fit_group(self.group_timings, mbs, (world, tp, sp, dp, cp))
 
     def group_worlds(self) -> set[int]:
         return {g.world for g in self.group_timings}
@@ -234,8 +242,8 @@ class LayerKindProfile:
         )
 
 
-def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, int]) -> GroupTiming | None:
-    """The figures with ``key`` (world, tp, sp, dp) at ``mbs``: measured, or linear in mbs through
+def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, int, int]) -> GroupTiming | None:
+    """The figures with ``key`` (world, tp, sp, dp, cp) at ``mbs``: measured, or linear in mbs through
     the measured sizes (the optimizer does not depend on mbs); None when none has that key."""
     pts = sorted((g for g in timings if g.key() == key), key=lambda g: g.mbs)
     if not pts:
@@ -247,8 +255,8 @@ def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, i
 
     def fit(attr: str) -> float:
         return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
-    world, tp, sp, dp = key
-    return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, forward_s=fit("forward_s"),
+    world, tp, sp, dp, cp = key
+    return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, cp=cp, forward_s=fit("forward_s"),
                        backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
                        optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
 
@@ -334,7 +342,7 @@ class ModelProfile:
 
     def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
         """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
-        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1))
+        return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1, 1))
 
     # -- helpers -------------------------------------------------------------------------
     def layer_names(self) -> list[str]:
@@ -361,12 +369,13 @@ class ModelProfile:
             "environment": self.environment,
             "optimizer_step_s_per_param": self.optimizer_step_s_per_param,
             "optimizer_step_s_per_param_sgd": self.optimizer_step_s_per_param_sgd,
-            "whole_model_timings": [asdict(g) for g in self.whole_model_timings],
+            "whole_model_timings": [g.to_dict() for g in self.whole_model_timings],
             **({"pipeline_timings": [{**asdict(t), "chunks": list(t.chunks)} for t in self.pipeline_timings],
                 "pipeline_costs": [asdict(c) for c in self.pipeline_costs]} if self.pipeline_timings else {}),
             "layers": [asdict(l) for l in self.layers],
             "edges": [list(e) for e in self.edges],
-            "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings]}
+            "kinds": {k: {**asdict(v), "timings": [asdict(t) for t in v.timings],
+                          "group_timings": [g.to_dict() for g in v.group_timings]}
                       for k, v in self.kinds.items()},
         }
 
@@ -493,13 +502,13 @@ def _group_timing(g: Any, where: str) -> GroupTiming:
 
 
 def _group_timings(items: Any, where: str) -> list[GroupTiming]:
-    """A list of GroupTimings, at most one per (world, tp, sp, dp, mbs): a line is fitted through them."""
+    """A list of GroupTimings, at most one per (world, tp, sp, dp, cp, mbs): a line is fitted through them."""
     out, seen = [], set()
     for i, g in enumerate(as_list(items, where)):
         t = _group_timing(g, f"{where}[{i}]")
         if (t.key(), t.mbs) in seen:
             raise InputError(f"{where}[{i}]: a second timing for world {t.world}, tp {t.tp}, sp {t.sp}, dp {t.dp}, "
-                             f"mbs {t.mbs}")
+                             f"cp {t.cp}, mbs {t.mbs}")
         seen.add((t.key(), t.mbs))
         out.append(t)
     return out
