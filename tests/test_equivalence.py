@@ -2,17 +2,20 @@
 
 Each layout trains 3 steps from the same initialisation and data as the single-process reference;
 losses match to 1e-5 relative and the gradients of the first step (gathered to full tensors from
-TP/FSDP shards and from every pipeline stage) match the reference's. All layouts of this file run in
-one spawned 4-process job (the machine has 2 cores).
+TP/FSDP shards and from every pipeline stage) match the reference's. All layouts of this file and the
+4-process layouts of tests/test_equivalence_full.py run in one spawned 4-process job (the machine has
+2 cores; process start-up is much of the cost).
 
     pytest tests/test_equivalence.py -q
 """
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, layout_key, reference_run
 
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.plan import Layout
@@ -33,15 +36,15 @@ LAYOUTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def results():
-    return run_on_ranks(layouts_worker, 4, args=(SHAPE, list(LAYOUTS.values()), STEPS, LR, SEED), timeout_s=150)
+@functools.cache
+def reference(global_batch: int, steps: int = STEPS) -> tuple[list[float], dict]:
+    """The single-process reference of ``steps`` SGD steps on ``global_batch`` (computed once)."""
+    return reference_run(SHAPE, global_batch=global_batch, steps=steps, lr=LR, seed=SEED)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_layout_matches_single_process(results, name):
+def test_layout_matches_single_process(equivalence_4_processes, name):
     d = LAYOUTS[name]
-    ref = reference_run(SHAPE, global_batch=Layout.from_dict(d).global_batch, steps=STEPS, lr=LR, seed=SEED)
-    assert_equivalent(ref, [r[layout_key(d)] for r in results])
+    assert_equivalent(reference(Layout.from_dict(d).global_batch), [r[layout_key(d)] for r in equivalence_4_processes])
