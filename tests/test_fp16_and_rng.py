@@ -7,7 +7,7 @@
 - A checkpoint restores each rank's torch and Python RNG streams (the numbers drawn after the load
   are those drawn after the save) and the fp16 loss scale.
 
-Two gloo CPU processes (one for the single-process case), gpt-tiny.
+Two gloo CPU processes (one spawned job for both parts; one process for the single-process case), gpt-tiny.
 
     python -m pytest tests/test_fp16_and_rng.py -q
 """
@@ -15,6 +15,7 @@ Two gloo CPU processes (one for the single-process case), gpt-tiny.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -70,9 +71,22 @@ def fp16_worker(rank: int, world_size: int, layouts: list[dict]) -> list[dict]:
     return out
 
 
+def two_process_worker(rank: int, world_size: int, layouts: list[dict], root: str) -> tuple[list[dict], dict]:
+    """Both 2-process parts of this file in one job (process start-up is much of their cost):
+    :func:`fp16_worker` on ``layouts``, then :func:`rng_worker` saving under ``root``."""
+    return fp16_worker(rank, world_size, layouts), rng_worker(rank, world_size, root)
+
+
 @pytest.fixture(scope="module")
-def fp16_results():
-    two = run_on_ranks(fp16_worker, 2, args=(list(LAYOUTS_2.values()),), timeout_s=150)
+def two_process_results(tmp_path_factory) -> tuple[list[tuple[list[dict], dict]], Path]:
+    """Each rank's (fp16 results, rng results) and the checkpoint directory the rng part saved to."""
+    root = tmp_path_factory.mktemp("rng") / "ckpt"
+    return run_on_ranks(two_process_worker, 2, args=(list(LAYOUTS_2.values()), str(root)), timeout_s=200), root
+
+
+@pytest.fixture(scope="module")
+def fp16_results(two_process_results):
+    two = [fp16 for fp16, _ in two_process_results[0]]
     one = run_on_ranks(fp16_worker, 1, args=([dict(num_microbatches=2)],), timeout_s=60)
     return {**{name: [r[i] for r in two] for i, name in enumerate(LAYOUTS_2)}, "one-process": [one[0][0]]}
 
@@ -127,13 +141,13 @@ def rng_worker(rank: int, world_size: int, root: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_checkpoint_restores_rng_streams_and_loss_scale(tmp_path):
-    res = run_on_ranks(rng_worker, 2, args=(str(tmp_path / "ckpt"),), timeout_s=90)
+@pytest.mark.timeout(240)
+def test_checkpoint_restores_rng_streams_and_loss_scale(two_process_results):
+    res, root = [rng for _, rng in two_process_results[0]], two_process_results[1]
     for r in res:
         assert r["step"] == 1
         assert r["after_load"] == r["after_save"], "RNG streams not restored"
         assert r["scale"] == 1024.0
     assert res[0]["after_save"] != res[1]["after_save"], "each rank keeps its own stream"
-    assert sorted(p.name for p in (tmp_path / "ckpt" / "step_00000001").glob("rank_state_*.pt")) == \
+    assert sorted(p.name for p in (root / "step_00000001").glob("rank_state_*.pt")) == \
         ["rank_state_0.pt", "rank_state_1.pt"]
