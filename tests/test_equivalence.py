@@ -2,9 +2,9 @@
 
 Each layout trains 3 steps from the same initialisation and data as the single-process reference;
 losses match to 1e-5 relative and the gradients of the first step (gathered to full tensors from
-TP/FSDP shards and from every pipeline stage) match the reference's. All layouts of this file and the
-4-process layouts of tests/test_equivalence_full.py run in one spawned 4-process job (the machine has
-2 cores; process start-up is much of the cost).
+TP/FSDP shards and from every pipeline stage) match the reference's. All layouts of this file run in
+the session's shared 4-process job (tests/conftest.py: the machine has 2 cores, and process start-up
+is much of the cost).
 
     pytest tests/test_equivalence.py -q
 """
@@ -15,7 +15,7 @@ import functools
 
 import pytest
 
-from dist_utils import assert_equivalent, even_stages, layout_key, reference_run
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run
 
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.plan import Layout
@@ -36,6 +36,14 @@ LAYOUTS = {
 }
 
 
+SHARED_JOBS = {"layouts": (4, layouts_worker, (SHAPE, list(LAYOUTS.values()), STEPS, LR, SEED), 150)}
+
+
+@pytest.fixture(scope="module")
+def results(shared_jobs):
+    return shared_jobs.get(__name__, "layouts")
+
+
 @functools.cache
 def reference(global_batch: int, steps: int = STEPS) -> tuple[list[float], dict]:
     """The single-process reference of ``steps`` SGD steps on ``global_batch`` (computed once)."""
@@ -43,8 +51,8 @@ def reference(global_batch: int, steps: int = STEPS) -> tuple[list[float], dict]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_layout_matches_single_process(equivalence_4_processes, name):
+def test_layout_matches_single_process(results, name):
     d = LAYOUTS[name]
-    assert_equivalent(reference(Layout.from_dict(d).global_batch), [r[layout_key(d)] for r in equivalence_4_processes])
+    assert_equivalent(reference(Layout.from_dict(d).global_batch), [r[layout_key(d)] for r in results])

@@ -1,9 +1,8 @@
 """Every layout family runs and equals one process on the full batch (issue "executor: every plan runs").
 
 ZeRO 0-3, sequence parallel, recompute none/selective/full and the GPipe, 1F1B and interleaved
-schedules, on 4 gloo CPU processes (one spawned job for all of them, shared with the layouts of
-tests/test_equivalence.py), then PP2 x DP2 x TP2 on 8 processes for 5 steps. Same model, data,
-tolerances as tests/test_equivalence.py.
+schedules, on 4 gloo CPU processes (in the session's shared 4-process job, tests/conftest.py), then
+PP2 x DP2 x TP2 on 8 processes for 5 steps. Same model, data, tolerances as tests/test_equivalence.py.
 
     python -m pytest tests/test_equivalence_full.py -q
 """
@@ -46,6 +45,14 @@ LAYOUTS_8 = {
 }
 
 
+SHARED_JOBS = {"layouts_4": (4, layouts_worker, (SHAPE, list(LAYOUTS_4.values()), STEPS, LR, SEED), 200)}
+
+
+@pytest.fixture(scope="module")
+def results_4(shared_jobs):
+    return shared_jobs.get(__name__, "layouts_4")
+
+
 def check(results, d: dict, steps: int) -> None:
     assert_equivalent(reference(Layout.from_dict(d).global_batch, steps), [r[layout_key(d)] for r in results])
 
@@ -56,10 +63,10 @@ def results_8():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS_4))
-def test_4_processes(equivalence_4_processes, name):
-    check(equivalence_4_processes, LAYOUTS_4[name], steps=STEPS)
+def test_4_processes(results_4, name):
+    check(results_4, LAYOUTS_4[name], steps=STEPS)
 
 
 @pytest.mark.slow
