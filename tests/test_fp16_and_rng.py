@@ -7,7 +7,8 @@
 - A checkpoint restores each rank's torch and Python RNG streams (the numbers drawn after the load
   are those drawn after the save) and the fp16 loss scale.
 
-Two gloo CPU processes (one spawned job for both parts; one process for the single-process case), gpt-tiny.
+Two gloo CPU processes (in the session's shared 2-process job, tests/conftest.py; one process for the
+single-process case), gpt-tiny.
 
     python -m pytest tests/test_fp16_and_rng.py -q
 """
@@ -71,28 +72,15 @@ def fp16_worker(rank: int, world_size: int, layouts: list[dict]) -> list[dict]:
     return out
 
 
-def two_process_worker(rank: int, world_size: int, layouts: list[dict], root: str) -> tuple[list[dict], dict]:
-    """Both 2-process parts of this file in one job (process start-up is much of their cost):
-    :func:`fp16_worker` on ``layouts``, then :func:`rng_worker` saving under ``root``."""
-    return fp16_worker(rank, world_size, layouts), rng_worker(rank, world_size, root)
-
-
 @pytest.fixture(scope="module")
-def two_process_results(tmp_path_factory) -> tuple[list[tuple[list[dict], dict]], Path]:
-    """Each rank's (fp16 results, rng results) and the checkpoint directory the rng part saved to."""
-    root = tmp_path_factory.mktemp("rng") / "ckpt"
-    return run_on_ranks(two_process_worker, 2, args=(list(LAYOUTS_2.values()), str(root)), timeout_s=200), root
-
-
-@pytest.fixture(scope="module")
-def fp16_results(two_process_results):
-    two = [fp16 for fp16, _ in two_process_results[0]]
+def fp16_results(shared_jobs):
+    two = shared_jobs.get(__name__, "fp16")
     one = run_on_ranks(fp16_worker, 1, args=([dict(num_microbatches=2)],), timeout_s=60)
     return {**{name: [r[i] for r in two] for i, name in enumerate(LAYOUTS_2)}, "one-process": [one[0][0]]}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", [*LAYOUTS_2, "one-process"])
 def test_fp16_overflow_skips_the_step_on_every_rank_then_trains(fp16_results, name):
     ranks = fp16_results[name]
@@ -140,10 +128,15 @@ def rng_worker(rank: int, world_size: int, root: str) -> dict:
     return {"step": step, "after_save": after_save, "after_load": after_load, "scale": par2.grad_scaler.get_scale()}
 
 
+SHARED_JOBS = {"fp16": (2, fp16_worker, (list(LAYOUTS_2.values()),), 150),    # tests/conftest.py
+               "rng": (2, rng_worker, lambda tmp: (str(tmp / "ckpt"),), 90)}
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_checkpoint_restores_rng_streams_and_loss_scale(two_process_results):
-    res, root = [rng for _, rng in two_process_results[0]], two_process_results[1]
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_checkpoint_restores_rng_streams_and_loss_scale(shared_jobs):
+    res = shared_jobs.get(__name__, "rng")
+    root = Path(shared_jobs.args(__name__, "rng")[0])
     for r in res:
         assert r["step"] == 1
         assert r["after_load"] == r["after_save"], "RNG streams not restored"
