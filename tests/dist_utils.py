@@ -95,6 +95,18 @@ def _fmt(errors: dict[int, str]) -> str:
     return "".join(f"\n--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items()))
 
 
+def _jobs_entry(rank: int, world_size: int, jobs: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
+    return [fn(rank, world_size, *args) for fn, args in jobs]
+
+
+def run_jobs_on_ranks(jobs: dict[Any, tuple[Callable[..., Any], tuple]], world_size: int, timeout_s: float
+                      ) -> dict[Any, list[Any]]:
+    """Several workers in turn in ONE spawned job of ``world_size`` processes (start-up paid once):
+    ``{key: [fn(0, world_size, *args), ...]}`` for each ``key: (fn, args)`` of ``jobs``."""
+    per_rank = run_on_ranks(_jobs_entry, world_size, args=(list(jobs.values()),), timeout_s=timeout_s)
+    return {key: [r[i] for r in per_rank] for i, key in enumerate(jobs)}
+
+
 # --- training equivalence: a layout against one process on the full batch ------------------------
 
 def even_stages(n_layers: int, chunks: int) -> list[list[str]]:

@@ -7,7 +7,8 @@
   step 5 of the first attempt, torchrun restarts every worker, which resume from the step-4
   checkpoint: the losses and the final checkpoint equal those of an uninterrupted run.
 
-Four gloo CPU processes, gpt-tiny, fp32.
+Four gloo CPU processes (cross-plan: in the session's shared 4-process job, tests/conftest.py), gpt-tiny,
+fp32.
 
     python -m pytest tests/test_checkpoint.py -q
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dist_utils import even_stages, run_on_ranks
+from dist_utils import even_stages
 
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.models.transformer import build_model
@@ -117,14 +118,16 @@ def adamw_reference(global_batch: int, steps: int) -> list[float]:
     return losses
 
 
+SHARED_JOBS = {"cross_plan": (4, cross_plan_worker, lambda root: (list(PAIRS.values()), str(root)), 150)}   # conftest
+
+
 @pytest.fixture(scope="module")
-def cross_plan(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ckpt")
-    return run_on_ranks(cross_plan_worker, 4, args=(list(PAIRS.values()), str(root)), timeout_s=150)
+def cross_plan(shared_jobs):
+    return shared_jobs.get(__name__, "cross_plan")
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("index, name", list(enumerate(PAIRS)))
 def test_cross_plan_load_continues_the_run(cross_plan, index, name):
     a, b = (Layout.from_dict(d) for d in PAIRS[name])

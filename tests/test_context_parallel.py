@@ -3,7 +3,8 @@
 Models: the built-in transformer (no position encoding, GeLU), ``hf:gpt2-tiny`` (learned positions,
 GeLU) and ``hf:llama-tiny`` (rotary positions, SwiGLU, grouped-query attention: 4 heads, 2 KV heads),
 2 blocks each, sequence 32 (2*cp = 4 chunks of 8). cp=2 alone on 2 processes; cp=2 with tp=2 (+sp),
-pp=2 (1F1B, GPipe, interleaved) and dp=2 ZeRO-3 on 4 processes, one spawned job per process count.
+pp=2 (1F1B, GPipe, interleaved) and dp=2 ZeRO-3 on 4 processes, in the session's shared job of each
+process count (tests/conftest.py).
 Losses of every step and the gradients of the first step match the single-process reference
 (tolerances of tests/test_equivalence.py). The exchange on CPU is the all-gather of K/V
 (autoplan.execute.cp). Also: examples/train_gpt.py runs a cp plan under torchrun.
@@ -21,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run
 from test_execute import TRAIN, run_script, write_plan
 
 from autoplan.errors import InputError, LayoutError
@@ -74,14 +75,17 @@ def cases_worker(rank: int, world_size: int, cases: dict[str, tuple], bad_seq_le
     return out
 
 
-@pytest.fixture(scope="module")
-def results_2():
-    return run_on_ranks(cases_worker, 2, args=(CASES_2, 30), timeout_s=150)
+SHARED_JOBS = {"cases_2": (2, cases_worker, (CASES_2, 30), 150), "cases_4": (4, cases_worker, (CASES_4, None), 200)}
 
 
 @pytest.fixture(scope="module")
-def results_4():
-    return run_on_ranks(cases_worker, 4, args=(CASES_4, None), timeout_s=200)
+def results_2(shared_jobs):
+    return shared_jobs.get(__name__, "cases_2")
+
+
+@pytest.fixture(scope="module")
+def results_4(shared_jobs):
+    return shared_jobs.get(__name__, "cases_4")
 
 
 _REFERENCES: dict[tuple[str, int], tuple] = {}
@@ -97,14 +101,14 @@ def check(results: list[dict], model, d: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read a shared job waits for all of it
 @pytest.mark.parametrize("name", list(CASES_2))
 def test_cp2_alone_matches_single_process(results_2, name):
     check(results_2, *CASES_2[name])
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)
 def test_sequence_not_divisible_by_2cp_is_refused_on_every_rank(results_2):
     assert [r.get("bad_seq_len") for r in results_2] == [
         "context parallel cp=2 cuts each sequence into 2*cp = 4 equal chunks: sequence length 30 is not "
@@ -112,7 +116,7 @@ def test_sequence_not_divisible_by_2cp_is_refused_on_every_rank(results_2):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", list(CASES_4))
 def test_cp2_with_tp_pp_zero3_matches_single_process(results_4, name):
     check(results_4, *CASES_4[name])

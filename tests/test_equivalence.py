@@ -3,16 +3,19 @@
 Each layout trains 3 steps from the same initialisation and data as the single-process reference;
 losses match to 1e-5 relative and the gradients of the first step (gathered to full tensors from
 TP/FSDP shards and from every pipeline stage) match the reference's. All layouts of this file run in
-one spawned 4-process job (the machine has 2 cores).
+the session's shared 4-process job (tests/conftest.py: the machine has 2 cores, and process start-up
+is much of the cost).
 
     pytest tests/test_equivalence.py -q
 """
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run
 
 from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.plan import Layout
@@ -33,15 +36,23 @@ LAYOUTS = {
 }
 
 
+SHARED_JOBS = {"layouts": (4, layouts_worker, (SHAPE, list(LAYOUTS.values()), STEPS, LR, SEED), 150)}
+
+
 @pytest.fixture(scope="module")
-def results():
-    return run_on_ranks(layouts_worker, 4, args=(SHAPE, list(LAYOUTS.values()), STEPS, LR, SEED), timeout_s=150)
+def results(shared_jobs):
+    return shared_jobs.get(__name__, "layouts")
+
+
+@functools.cache
+def reference(global_batch: int, steps: int = STEPS) -> tuple[list[float], dict]:
+    """The single-process reference of ``steps`` SGD steps on ``global_batch`` (computed once)."""
+    return reference_run(SHAPE, global_batch=global_batch, steps=steps, lr=LR, seed=SEED)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_layout_matches_single_process(results, name):
     d = LAYOUTS[name]
-    ref = reference_run(SHAPE, global_batch=Layout.from_dict(d).global_batch, steps=STEPS, lr=LR, seed=SEED)
-    assert_equivalent(ref, [r[layout_key(d)] for r in results])
+    assert_equivalent(reference(Layout.from_dict(d).global_batch), [r[layout_key(d)] for r in results])

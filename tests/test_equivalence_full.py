@@ -1,8 +1,8 @@
 """Every layout family runs and equals one process on the full batch (issue "executor: every plan runs").
 
 ZeRO 0-3, sequence parallel, recompute none/selective/full and the GPipe, 1F1B and interleaved
-schedules, on 4 gloo CPU processes (one spawned job for all of them), then PP2 x DP2 x TP2 on 8
-processes for 5 steps. Same model, data, tolerances as tests/test_equivalence.py.
+schedules, on 4 gloo CPU processes (in the session's shared 4-process job, tests/conftest.py), then
+PP2 x DP2 x TP2 on 8 processes for 5 steps. Same model, data, tolerances as tests/test_equivalence.py.
 
     python -m pytest tests/test_equivalence_full.py -q
 """
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, reference_run, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, run_on_ranks
+from test_equivalence import LR, SEED, SHAPE, STEPS, reference
 
-from autoplan.models.shapes import BUILTIN_SHAPES
 from autoplan.plan.plan import Layout
 
-SHAPE = BUILTIN_SHAPES["gpt-tiny"].to_dict()   # 4 blocks, h=64, 4 heads, vocab 256, s=32
-LR, SEED = 0.1, 0
 PP2, PP2_VP2 = even_stages(4, 2), even_stages(4, 4)
 
 LAYOUTS_4 = {
@@ -47,14 +45,16 @@ LAYOUTS_8 = {
 }
 
 
-def check(results, d: dict, steps: int) -> None:
-    ref = reference_run(SHAPE, global_batch=Layout.from_dict(d).global_batch, steps=steps, lr=LR, seed=SEED)
-    assert_equivalent(ref, [r[layout_key(d)] for r in results])
+SHARED_JOBS = {"layouts_4": (4, layouts_worker, (SHAPE, list(LAYOUTS_4.values()), STEPS, LR, SEED), 200)}
 
 
 @pytest.fixture(scope="module")
-def results_4():
-    return run_on_ranks(layouts_worker, 4, args=(SHAPE, list(LAYOUTS_4.values()), 3, LR, SEED), timeout_s=200)
+def results_4(shared_jobs):
+    return shared_jobs.get(__name__, "layouts_4")
+
+
+def check(results, d: dict, steps: int) -> None:
+    assert_equivalent(reference(Layout.from_dict(d).global_batch, steps), [r[layout_key(d)] for r in results])
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +63,10 @@ def results_8():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS_4))
 def test_4_processes(results_4, name):
-    check(results_4, LAYOUTS_4[name], steps=3)
+    check(results_4, LAYOUTS_4[name], steps=STEPS)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from dist_utils import even_stages, run_on_ranks
+from dist_utils import even_stages
 
 from autoplan.errors import LayoutError
 from autoplan.execute.apply import check_launch
@@ -60,13 +60,16 @@ def precision_worker(rank: int, world_size: int, layouts: list[dict]) -> list[di
     return out
 
 
+SHARED_JOBS = {"layouts": (4, precision_worker, (list(LAYOUTS.values()),), 150)}   # tests/conftest.py
+
+
 @pytest.fixture(scope="module")
-def results():
-    return run_on_ranks(precision_worker, 4, args=(list(LAYOUTS.values()),), timeout_s=150)
+def results(shared_jobs):
+    return shared_jobs.get(__name__, "layouts")
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("index, name", list(enumerate(LAYOUTS)))
 def test_bf16_plan_trains(results, index, name):
     bf16, fp32 = results[0][index]["bf16"], results[0][index]["fp32"]

@@ -7,7 +7,8 @@
 - A checkpoint restores each rank's torch and Python RNG streams (the numbers drawn after the load
   are those drawn after the save) and the fp16 loss scale.
 
-Two gloo CPU processes (one for the single-process case), gpt-tiny.
+Two gloo CPU processes (in the session's shared 2-process job, tests/conftest.py; one process for the
+single-process case), gpt-tiny.
 
     python -m pytest tests/test_fp16_and_rng.py -q
 """
@@ -15,6 +16,7 @@ Two gloo CPU processes (one for the single-process case), gpt-tiny.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -71,14 +73,14 @@ def fp16_worker(rank: int, world_size: int, layouts: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def fp16_results():
-    two = run_on_ranks(fp16_worker, 2, args=(list(LAYOUTS_2.values()),), timeout_s=150)
+def fp16_results(shared_jobs):
+    two = shared_jobs.get(__name__, "fp16")
     one = run_on_ranks(fp16_worker, 1, args=([dict(num_microbatches=2)],), timeout_s=60)
     return {**{name: [r[i] for r in two] for i, name in enumerate(LAYOUTS_2)}, "one-process": [one[0][0]]}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", [*LAYOUTS_2, "one-process"])
 def test_fp16_overflow_skips_the_step_on_every_rank_then_trains(fp16_results, name):
     ranks = fp16_results[name]
@@ -126,14 +128,19 @@ def rng_worker(rank: int, world_size: int, root: str) -> dict:
     return {"step": step, "after_save": after_save, "after_load": after_load, "scale": par2.grad_scaler.get_scale()}
 
 
+SHARED_JOBS = {"fp16": (2, fp16_worker, (list(LAYOUTS_2.values()),), 150),    # tests/conftest.py
+               "rng": (2, rng_worker, lambda tmp: (str(tmp / "ckpt"),), 90)}
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_checkpoint_restores_rng_streams_and_loss_scale(tmp_path):
-    res = run_on_ranks(rng_worker, 2, args=(str(tmp_path / "ckpt"),), timeout_s=90)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_checkpoint_restores_rng_streams_and_loss_scale(shared_jobs):
+    res = shared_jobs.get(__name__, "rng")
+    root = Path(shared_jobs.args(__name__, "rng")[0])
     for r in res:
         assert r["step"] == 1
         assert r["after_load"] == r["after_save"], "RNG streams not restored"
         assert r["scale"] == 1024.0
     assert res[0]["after_save"] != res[1]["after_save"], "each rank keeps its own stream"
-    assert sorted(p.name for p in (tmp_path / "ckpt" / "step_00000001").glob("rank_state_*.pt")) == \
+    assert sorted(p.name for p in (root / "step_00000001").glob("rank_state_*.pt")) == \
         ["rank_state_0.pt", "rank_state_1.pt"]

@@ -3,6 +3,7 @@ evaluating every layout and every contiguous placement with the same cost model.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -59,17 +60,30 @@ def brute_force(profile, cluster, train, max_vp: int):
     return best
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
-@pytest.mark.parametrize("formulation", ["auto", "cuts", "assignment"])
-@pytest.mark.parametrize("seed", range(24))
-def test_search_equals_brute_force(seed, formulation, solver):
+def search_instance(seed: int):
+    """(model profile, cluster, training) of ``seed``: the same objects' values on every call."""
     rng = random.Random(seed)
     profile = random_model_profile(rng, n_blocks=rng.randint(1, 5), distinct_blocks=seed % 2 == 0)
     world = rng.choice([1, 2, 4, 4, 8]) if seed % 3 else 4
     cluster = random_cluster(rng, world=world, memory_bytes=int(rng.uniform(15, 120) * 2**20),
                              num_nodes=2 if world >= 4 and seed % 4 == 1 else 1)
     train = TrainingConfig(global_batch=rng.choice([4, 8, 16]), optimizer=rng.choice(["adamw", "sgd"]))
-    expected = brute_force(profile, cluster, train, max_vp=2)
+    return profile, cluster, train
+
+
+@functools.cache
+def brute_force_of(seed: int) -> float:
+    """:func:`brute_force` of :func:`search_instance` ``(seed)``, enumerated once for the formulations
+    and solvers compared with it (the enumeration is most of these tests' time)."""
+    return brute_force(*search_instance(seed), max_vp=2)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("formulation", ["auto", "cuts", "assignment"])
+@pytest.mark.parametrize("seed", range(24))
+def test_search_equals_brute_force(seed, formulation, solver):
+    profile, cluster, train = search_instance(seed)
+    expected = brute_force_of(seed)
     opts = SearchOptions(max_vp=2, tp_within_node=False, formulation=formulation, solver=solver)
     if math.isinf(expected):
         with pytest.raises(InfeasibleError):

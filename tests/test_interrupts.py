@@ -119,11 +119,19 @@ SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    """A measured gpt-tiny model profile and a 2-process cluster profile (the shipped one)."""
+    """A measured gpt-tiny model profile, a 2-process cluster profile (the shipped one) and a dp=2
+    plan solved from them by the CLI (what every ``test_run`` case trains)."""
+    from autoplan.plan.plan import Plan
     from autoplan.profile.layers import profile_model
     root = tmp_path_factory.mktemp("interrupts")
     profile_model("gpt-tiny", mbs_list=(1, 2), repeats=2, warmup=1).save(root / "model.json")
     (root / "cluster.json").write_bytes((REPO / "profiles" / "cpu-2proc.json").read_bytes())
+    solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(root / "model.json"),
+                            "--cluster", str(root / "cluster.json"), "--global-batch", "4", "--layout", "dp=2",
+                            "--optimizer", "sgd", "--out", str(root / "plan.json")], capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert solve.returncode == 0, solve.stderr
+    Plan.load(root / "plan.json")
     return root
 
 
@@ -206,14 +214,8 @@ def test_run(work, tmp_path, sig, elastic):
     inside the one ``*.partial`` directory of a save the signal cut short, the workers end with the
     command."""
     from autoplan.execute.checkpoint import read_latest
-    from autoplan.plan.plan import Plan
     plan = tmp_path / "plan.json"
-    solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(work / "model.json"),
-                            "--cluster", str(work / "cluster.json"), "--global-batch", "4", "--layout", "dp=2",
-                            "--optimizer", "sgd", "--out", str(plan)], capture_output=True, text=True, timeout=120,
-                           cwd=REPO)
-    assert solve.returncode == 0, solve.stderr
-    Plan.load(plan)
+    plan.write_bytes((work / "plan.json").read_bytes())
     ckpt = tmp_path / "ckpt"
     d = delays(4.0, 12.0, f"run-{sig}-{elastic}")[1]
     code, out, _ = interrupt(["run", str(plan), *elastic, "--", "examples/train_gpt.py", "--steps", "2000", "--ckpt-dir",

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from dist_utils import run_on_ranks
 from planner_instances import random_cluster, random_model_profile
 
 from autoplan.plan.api import Problem, solve_problem
@@ -52,22 +51,25 @@ def lossy_worker(rank: int, world: int, layouts: list[dict]) -> dict:
     return out
 
 
+BASE = dict(dp=4, mbs=2, num_microbatches=1)
+LAYOUTS = [BASE, {**BASE, "grad_compression": "fp16"}, {**BASE, "grad_compression": "powersgd"},
+           {**BASE, "sync_every": 2}]
+SHARED_JOBS = {"lossy": (4, lossy_worker, (LAYOUTS,), 240)}    # in the session's 4-process job (tests/conftest.py)
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_lossy_options_train_and_loss_falls():
-    base = dict(dp=4, mbs=2, num_microbatches=1)
-    layouts = [base, {**base, "grad_compression": "fp16"}, {**base, "grad_compression": "powersgd"},
-               {**base, "sync_every": 2}]
-    res = run_on_ranks(lossy_worker, 4, args=(layouts,), timeout_s=240)[0]
-    exact = res[Layout(**base).short()]["losses"]
-    for d in layouts[1:]:
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_lossy_options_train_and_loss_falls(shared_jobs):
+    res = shared_jobs.get(__name__, "lossy")[0]
+    exact = res[Layout(**BASE).short()]["losses"]
+    for d in LAYOUTS[1:]:
         r = res[Layout(**d).short()]
         assert r["losses"][-1] < r["losses"][0] - 0.05, (d, r["losses"])        # still learns
         assert abs(r["losses"][-1] - exact[-1]) < 0.1 * exact[-1]               # and about as well
-    assert res[Layout(**layouts[1]).short()]["losses"] != exact                # the hook really ran
-    local = res[Layout(**layouts[3]).short()]["replicas_equal"]
+    assert res[Layout(**LAYOUTS[1]).short()]["losses"] != exact                # the hook really ran
+    local = res[Layout(**LAYOUTS[3]).short()]["replicas_equal"]
     assert local == [i % 2 == 0 for i in range(STEPS)]    # averaged every 2nd step, apart in between
-    assert all(res[Layout(**base).short()]["replicas_equal"])
+    assert all(res[Layout(**BASE).short()]["replicas_equal"])
 
 
 def test_planner_uses_lossy_options_only_when_allowed_and_says_so():

@@ -2,11 +2,11 @@
 
 - The torch internals the module overrides are still there (else this fails, naming what changed),
   or the installed torch allocates just in time itself and the module steps aside.
-- GPipe, 1F1B and interleaved 1F1B with m = 4 x pp micro-batches on 2 gloo processes train like one
-  process on the full batch (losses and first-step gradients, SGD), and while they run a rank holds
-  no more receive buffers than its in-flight micro-batches (the planner's count,
-  ``cost.inflight_vectors``) plus one receive posted ahead, none after the step, where torch's
-  stock allocation holds m per chunk.
+- GPipe, 1F1B and interleaved 1F1B with m = 4 x pp micro-batches on 2 gloo processes (the session's
+  shared 2-process job, tests/conftest.py) train like one process on the full batch (losses and
+  first-step gradients, SGD), and while they run a rank holds no more receive buffers than its
+  in-flight micro-batches (the planner's count, ``cost.inflight_vectors``) plus one receive posted
+  ahead, none after the step, where torch's stock allocation holds m per chunk.
 
     pytest tests/test_pp_buffers.py -q
 """
@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch.distributed.pipelining import PipelineStage
 
-from dist_utils import assert_equivalent, even_stages, reference_run, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, reference_run
 
 from autoplan.execute import pp_buffers
 from autoplan.models.shapes import BUILTIN_SHAPES
@@ -87,13 +87,16 @@ def buffers_worker(rank: int, world_size: int, layouts: list[dict]) -> list[tupl
     return out
 
 
+SHARED_JOBS = {"buffers": (PP, buffers_worker, (list(LAYOUTS.values()),), 150)}   # tests/conftest.py
+
+
 @pytest.fixture(scope="module")
-def results():
-    return run_on_ranks(buffers_worker, PP, args=(list(LAYOUTS.values()),), timeout_s=150)
+def results(shared_jobs):
+    return shared_jobs.get(__name__, "buffers")
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_jit_buffers_train_like_one_process(results, name):
     i = list(LAYOUTS).index(name)

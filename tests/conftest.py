@@ -1,0 +1,61 @@
+"""Multi-process jobs shared by test files: one spawned job per process count for the whole session.
+
+Starting gloo processes (each imports torch and autoplan) costs seconds per process on 2 cores, more
+than most of these jobs' training. A test module lists its jobs in ``SHARED_JOBS``::
+
+    SHARED_JOBS = {"cases_4": (4, cases_worker, (CASES_4, None), 200)}   # name: (processes, worker, args, timeout_s)
+
+(``args`` may be a function of a fresh temporary directory, called when the job runs;
+``shared_jobs.args(...)`` gives what it returned) and reads a job's per-rank results with
+``shared_jobs.get(__name__, "cases_4")``. The first ``get`` for
+a process count runs the jobs of that count of every module collected in this session, in turn, in one
+spawned job (:func:`dist_utils.run_jobs_on_ranks`); a failure is reported to every test that reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+class SharedJobs:
+    """The ``SHARED_JOBS`` of the collected test modules, run once per process count."""
+
+    def __init__(self, modules: list[Any], tmp_path_factory: pytest.TempPathFactory):
+        self.tmp_path_factory = tmp_path_factory
+        self.jobs: dict[int, dict[tuple[str, str], tuple]] = {}
+        for module in modules:
+            for name, (world, worker, args, timeout_s) in getattr(module, "SHARED_JOBS", {}).items():
+                self.jobs.setdefault(world, {})[(module.__name__, name)] = (worker, args, timeout_s)
+        self.results: dict[int, dict | str] = {}
+        self.given: dict[tuple[str, str], tuple] = {}
+
+    def get(self, module: str, name: str) -> list[Any]:
+        """Each rank's return value of the job ``name`` of ``module``."""
+        from dist_utils import DistributedTestError, run_jobs_on_ranks
+
+        world = next(w for w, jobs in self.jobs.items() if (module, name) in jobs)
+        if world not in self.results:
+            jobs = self.jobs[world]
+            try:
+                for k, (_, args, _) in jobs.items():
+                    self.given[k] = args(self.tmp_path_factory.mktemp(k[1])) if callable(args) else args
+                self.results[world] = run_jobs_on_ranks({k: (fn, self.given[k]) for k, (fn, _, _) in jobs.items()},
+                                                        world, timeout_s=sum(t for _, _, t in jobs.values()))
+            except DistributedTestError as e:
+                self.results[world] = f"the shared {world}-process job {sorted(jobs)} failed: {e}"
+        got = self.results[world]
+        if isinstance(got, str):
+            raise DistributedTestError(got)
+        return got[(module, name)]
+
+    def args(self, module: str, name: str) -> tuple:
+        """The arguments the job ``name`` of ``module`` ran with (after :meth:`get`)."""
+        return self.given[(module, name)]
+
+
+@pytest.fixture(scope="session")
+def shared_jobs(request, tmp_path_factory) -> SharedJobs:
+    modules = {id(m): m for m in (getattr(item, "module", None) for item in request.session.items) if m is not None}
+    return SharedJobs(list(modules.values()), tmp_path_factory)
