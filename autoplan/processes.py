@@ -33,6 +33,18 @@ STOP_GRACE_S = 10.0
 """how long a stopped child (torchrun: it stops its own workers first) may take before SIGKILL"""
 
 
+_received: list[int] = []
+"""signals :func:`interrupts_raise` has turned into :class:`Interrupted` in this process, in order"""
+
+
+def interrupt_received() -> int | None:
+    """The first signal :func:`interrupts_raise` turned into :class:`Interrupted` in this process, or
+    None. A library can swallow the exception (a bare ``except:`` around an optional import) and then
+    fail on what the cut-short import left behind (numpy without ``numpy.matrix``): the CLI asks this
+    so that such a failure still ends as the interrupt it is."""
+    return _received[0] if _received else None
+
+
 @contextmanager
 def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
     """While active (main thread only; elsewhere a no-op), each of ``signals`` raises
@@ -42,6 +54,7 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         return
 
     def handler(signum: int, frame: object) -> None:
+        _received.append(signum)
         raise Interrupted(signum)
     previous = {s: signal.signal(s, handler) for s in signals}
     try:

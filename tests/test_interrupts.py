@@ -230,3 +230,38 @@ def test_run(work, tmp_path, sig, elastic):
         for step in ckpt.glob("step_*"):
             if step not in partial:
                 assert (step / ".metadata").is_file(), f"{step} is not a complete checkpoint"
+
+
+SWALLOWED = """
+import os, signal, sys
+import autoplan.plan.api as api
+
+def solve_problem(*args, **kwargs):
+    try:      # a library's bare except around an import the interrupt cut short
+        os.kill(os.getpid(), signal.{sig})
+        signal.pause()
+    except:
+        pass
+    raise AttributeError("module 'numpy' has no attribute 'matrix'")   # then the half-imported state fails
+
+api.solve_problem = solve_problem
+from autoplan.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_interrupt_a_library_swallowed_still_ends_as_the_interrupt(tmp_path, sig):
+    """Seen under load: SIGINT during numpy's import inside `solve`, the Interrupted swallowed by a
+    bare except, then an AttributeError from the half-imported numpy came out as a traceback."""
+    name = signal.Signals(sig).name
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED.format(sig=name), "solve", "--model", "gpt-tiny",
+                           "--cluster", "dgx-a100-80gb:1", "--global-batch", "8", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=100)
+    assert proc.returncode == 128 + sig, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert not out.exists()

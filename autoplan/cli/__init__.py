@@ -105,23 +105,38 @@ def main(argv: Optional[List[str]] = None) -> None:
     and exit 130 (SIGTERM: 143), after every process the command started has been ended
     (autoplan.processes); otherwise the command's exit code (``run`` passes on the workers')."""
     from autoplan.errors import Interrupted
-    from autoplan.processes import interrupts_raise
-    clicks = _click_exceptions()
+    from autoplan.processes import interrupt_received, interrupts_raise
     try:
         # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
         # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
         # SIGINT/SIGTERM raise Interrupted (a BaseException that click and typer leave alone).
         with interrupts_raise(), _warnings_as_lines():
             code = app(args=argv, standalone_mode=False)
-    except AutoplanError as e:
-        err(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        sys.exit(2)
     except Interrupted as e:
         _interrupted(e.signum)
     except (KeyboardInterrupt, typer.Abort):
         _interrupted(2)
+    except Exception as e:
+        signum = interrupt_received()
+        if signum is not None:      # the interrupt was swallowed by a library, which then failed
+            _interrupted(signum)
+        code = _exit_code(e)
+    if code == 130:     # typer >= 0.26 turns Ctrl-C into Exit(130); click into Abort
+        err("interrupted")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_code(e: Exception) -> object:
+    """What an exception out of a command ends with: one ``error:`` line and exit 2 for bad input and
+    usage errors, the code of ``typer.Exit``; anything else is a bug and goes on as a traceback."""
+    clicks = _click_exceptions()
+    try:
+        raise e
+    except AutoplanError as e:
+        err(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        sys.exit(2)
     except typer.Exit as e:
-        code = e.exit_code
+        return e.exit_code
     except clicks.UsageError as e:  # unknown option or command, missing or malformed value, bad choice
         if isinstance(e, getattr(clicks, "NoArgsIsHelpError", ())):  # bare `autoplan`: the help, as click shows it
             if e.format_message().strip():      # typer's rich help is already printed, the message is empty
@@ -132,9 +147,6 @@ def main(argv: Optional[List[str]] = None) -> None:
     except clicks.ClickException as e:  # e.g. a file option that cannot be opened
         err(" ".join(e.format_message().split()))
         sys.exit(2)
-    if code == 130:     # typer >= 0.26 turns Ctrl-C into Exit(130); click into Abort
-        err("interrupted")
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 def _interrupted(signum: int) -> None:
