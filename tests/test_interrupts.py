@@ -253,8 +253,9 @@ main(sys.argv[1:])
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", SIGNALS)
 def test_interrupt_a_library_swallowed_still_ends_as_the_interrupt(tmp_path, sig):
-    """Seen under load: SIGINT during numpy's import inside `solve`, the Interrupted swallowed by a
-    bare except, then an AttributeError from the half-imported numpy came out as a traceback."""
+    """Seen under load: SIGINT during numpy's import inside `solve` (pulp imports highspy, which imports
+    numpy, under a bare ``except:`` in pulp/apis/highs_api.py), the Interrupted swallowed there, then an
+    AttributeError from the half-imported numpy came out as a traceback."""
     name = signal.Signals(sig).name
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = tmp_path / "plan.json"
