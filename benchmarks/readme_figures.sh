@@ -22,10 +22,11 @@ PY=${PYTHON:-python}
 WALK="$AP profile model --model gpt-small --out model.json --mbs 1,2,4 --nproc 4 && \
 $AP profile cluster --nproc 4 --memory-per-device 48MiB --out cluster.json"
 
-NAMES=(demo solve_scaling fidelity fidelity_holdout published_runs executor_overhead pipeline_memory one_device
+NAMES=(demo demo_repeat solve_scaling fidelity fidelity_holdout published_runs executor_overhead pipeline_memory one_device
        emulated_nodes emulated_nodes_lossy fuzzed_inputs elastic soak plan_gpt3_175b plan_cpu_1f1b validate_cpu)
 declare -A CMD=(
   [demo]="$AP demo --workdir demo"
+  [demo_repeat]="bash $REPO/benchmarks/demo_repeat.sh 10 demo-repeat"
   [solve_scaling]="$PY $REPO/benchmarks/solve_scaling.py --no-compare"
   [fidelity]="$PY $REPO/benchmarks/fidelity.py"
   [fidelity_holdout]="$PY $REPO/benchmarks/fidelity.py --set holdout"
