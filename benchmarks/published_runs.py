@@ -56,7 +56,9 @@ Verified sources (read through the repository mirrors and pages available to the
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
+import shutil
 import statistics
 import sys
 import tempfile
@@ -317,6 +319,7 @@ def shape_file(shape: ModelShape) -> Path:
     global _SHAPES_DIR
     if _SHAPES_DIR is None:
         _SHAPES_DIR = Path(tempfile.mkdtemp(prefix="autoplan-published-shapes-"))
+        atexit.register(shutil.rmtree, _SHAPES_DIR, ignore_errors=True)
     path = _SHAPES_DIR / f"{shape.name}-{shape.seq_len}-{shape.kv_heads}.json"
     if not path.exists():
         write_json_atomic(path, shape.to_dict())
