@@ -48,6 +48,17 @@ def read_json(path: str | os.PathLike, what: str) -> dict[str, Any]:
     return data
 
 
+def _refuse_after_interrupt() -> None:
+    """Raise :class:`~autoplan.errors.Interrupted` if this process was interrupted earlier: a library
+    may have swallowed the interrupt (a bare ``except:``) and let the command run on, and an
+    interrupted command must not replace its output file."""
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupt_received
+    signum = interrupt_received()
+    if signum is not None:
+        raise Interrupted(signum)
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` via a temporary file and rename, so a reader never
     sees a half-written file and a failure leaves any earlier file untouched."""
@@ -56,8 +67,9 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 def write_text_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     """Write ``text`` (str as UTF-8, or bytes) to ``path``: a temporary file ``.NAME.XXXX`` beside
-    it, flushed and synced, then renamed over ``path``. On any exception or interrupt the
-    temporary file is removed and ``path`` keeps its old content (or stays absent)."""
+    it, flushed and synced, then renamed over ``path``. On any exception or interrupt (including one
+    received earlier and swallowed by a library) the temporary file is removed and ``path`` keeps its
+    old content (or stays absent)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode() if isinstance(text, str) else text
@@ -68,6 +80,7 @@ def write_text_atomic(path: str | os.PathLike, text: str | bytes) -> None:
             f.flush()
             os.fsync(f.fileno())      # the bytes are on disk before the name points at them
         os.chmod(tmp, 0o644)          # mkstemp makes 0600; an artifact is meant to be shared
+        _refuse_after_interrupt()
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):

@@ -45,6 +45,12 @@ def interrupt_received() -> int | None:
     return _received[0] if _received else None
 
 
+def forget_interrupts() -> None:
+    """Clear :func:`interrupt_received`'s record (the CLI does at the start of each command, so a
+    command run in the same process after an interrupted one is not taken as interrupted)."""
+    _received.clear()
+
+
 @contextmanager
 def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
     """While active (main thread only; elsewhere a no-op), each of ``signals`` raises

@@ -105,13 +105,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     and exit 130 (SIGTERM: 143), after every process the command started has been ended
     (autoplan.processes); otherwise the command's exit code (``run`` passes on the workers')."""
     from autoplan.errors import Interrupted
-    from autoplan.processes import interrupt_received, interrupts_raise
+    from autoplan.processes import forget_interrupts, interrupt_received, interrupts_raise
+    forget_interrupts()
     try:
         # Not standalone: click would print usage errors its own way (rich boxes under typer) and let
         # AutoplanError through as a traceback. In this mode typer.Exit(code) comes back as the return value.
         # SIGINT/SIGTERM raise Interrupted (a BaseException that click and typer leave alone).
         with interrupts_raise(), _warnings_as_lines():
             code = app(args=argv, standalone_mode=False)
+        if interrupt_received() is not None:    # swallowed by a library, and the command ran on
+            _interrupted(interrupt_received())
     except Interrupted as e:
         _interrupted(e.signum)
     except (KeyboardInterrupt, typer.Abort):
