@@ -109,3 +109,41 @@ def test_shape_json_spec(tmp_path):
     assert prof.layer_names() == ["embed", "block.0", "block.1", "head"]
     assert prof.shape["kv_heads"] == 1 and prof.seq_len == 8
     assert prof.kinds["block"].param_count == 2 * 32 * 32 + 2 * 32 * 16 + 2 * 32 * 64 + 2 * 32
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_loss_backward_holds_what_the_cost_model_counts(tiny_events, precision):
+    """The most the head's backward (the executor's loss: fp32 cross entropy on the logits) holds at
+    once beyond what was live when it began, counted by the live-tensor tracker, against the
+    workspace the cost model gives the last pipeline rank for it (``LayerCost.backward_transient_bytes``:
+    two fp32 logit-sized gradients; the output's gradient alone, which it counted before, is 1/2 of
+    that in fp32 and 1/4 in bf16)."""
+    from autoplan.plan.coefficients import layer_costs
+    from autoplan.plan.layout_input import complete_layout
+    from autoplan.plan.training import TrainingConfig
+    from autoplan.profile.formats import ClusterProfile
+    from autoplan.profile.layer_cases import make_case
+    from autoplan.profile.memory import LiveTensorTracker
+
+    prof, _ = tiny_events
+    mbs = 2
+    autocast = torch.bfloat16 if precision == "bf16" else None
+    case = make_case("head", TINY, 1, mbs, prof.seq_len, torch.device("cpu"), torch.float32, autocast_dtype=autocast)
+    for p in case.module.parameters():     # gradients exist from the step's first backward on
+        p.grad = torch.zeros_like(p)
+    with LiveTensorTracker([*case.module.parameters(), *[p.grad for p in case.module.parameters()], *case.inputs]) as tr:
+        root, out = case.forward()
+        tr.refresh()
+        before = tr.current_bytes
+        tr.peak_bytes = before
+        case.backward(root)
+        held = tr.peak_bytes - before
+        del root, out
+
+    cluster = ClusterProfile.load("profiles/cpu-2proc.json")
+    layout = complete_layout({"pp": 2, "mbs": mbs}, 2, 2 * mbs)
+    costs = layer_costs(prof, cluster, layout, TrainingConfig(global_batch=2 * mbs, precision=precision))
+    head = costs["head"]
+    counted = max(head.out_bytes, head.backward_transient_bytes)
+    assert 0.9 * held <= counted <= 1.1 * held, (counted, held, head.out_bytes)
+    assert max(head.out_bytes, costs["block.0"].backward_transient_bytes) < 0.6 * held   # the rule it replaces

@@ -68,6 +68,13 @@ class LayerCost:
     activations: torch's ``PipelineStage`` keeps each micro-batch's output (``fwd_cache``) until
     its backward, so autoplan's executor holds ``out_bytes`` (the sent tensor; on the last stage the
     logits); Megatron frees a sent output's storage after the send (``deallocate_output_tensor``): 0"""
+    backward_transient_bytes: int = 0
+    """the most the layer's backward holds at once beyond its saved activations (0: ``out_bytes``,
+    its output's gradient). The layer whose output is autoplan's executor's loss input (the logits
+    into ``token_cross_entropy``: cross entropy in fp32) holds two fp32 logit-sized tensors at the
+    loss's backward: the gradient of the log-probabilities (``nll_loss``) and of the logits
+    (``log_softmax``), 8 bytes per logit (measured with the live-tensor tracker:
+    tests/test_profile_layers.py)"""
     fp8_workspace_bytes: int = 0
     """fp8 training: the layer's weights cast to fp8 and transposed, made when the layer runs
     (``TrainingConfig.fp8_weight_bytes_per_param`` per parameter; one layer's at a time)"""
@@ -245,11 +252,29 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         act_bytes=int(math.ceil(act)), out_bytes=int(math.ceil(out_b)),
         buffer_bytes=int(math.ceil(out_b / shard if _sends_slice(sh, kind_name, shard) else out_b)), held_out_bytes=int(math.ceil(out_b)) if sh.executor else 0,
         full_act_bytes=int(math.ceil(full_act / shard)), weight_bytes_unsharded=int(math.ceil(weight_bytes)),
+        backward_transient_bytes=int(math.ceil(_loss_gradient_bytes(sh, kind_name, out_b))),
         fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
         optimizer_phase_bytes=int(math.ceil(optimizer_phase)),
         late_grad_bytes=int(math.ceil(late_grads)) if sh.executor and layout.pp > 1 else 0)
     _check_range(cost, kind_name, layout)
     return cost
+
+
+LOSS_GRADIENT_BYTES_PER_LOGIT = 8
+"""autoplan's executor's loss (``token_cross_entropy``: ``F.cross_entropy`` on fp32 logits): at its
+backward the fp32 gradients of the log-probabilities and of the logits are alive together"""
+
+
+def _loss_gradient_bytes(sh: _Shared, kind_name: str, out_b: float) -> float:
+    """``LayerCost.backward_transient_bytes`` of a layer kind: the loss's two fp32 gradients for a
+    kind whose output is the model's (the logits) under autoplan's executor, else 0 (its output's
+    gradient, ``out_bytes``; other stacks' losses are fused, vocabulary-parallel or not modelled)."""
+    if not sh.executor:
+        return 0.0
+    consumed = {u for u, _ in sh.profile.edges}
+    if not any(l.kind == kind_name and l.name not in consumed for l in sh.profile.layers):
+        return 0.0
+    return out_b / sh.prec_b * LOSS_GRADIENT_BYTES_PER_LOGIT
 
 
 def _activation_bytes(sh: _Shared, kind, shard: int, is_block: bool, out_b: float) -> tuple[float, float]:

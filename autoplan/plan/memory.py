@@ -21,7 +21,7 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collec
     8192 x 384 in fp32), the full-recompute workspace (one layer's activations), the selective
     one (the part of one layer's activations that its backward recomputes) and the gradient of the
     largest output among the layers but ``without`` (the model's outputs, on every pipeline rank
-    but the last: :func:`rank_transient_bytes`)."""
+    but the last: :func:`rank_transient_bytes`; for the logits, the loss's gradients)."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
     if fsdp and layout.zero == 3:
@@ -35,8 +35,10 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collec
     if recomputed:
         extra += max(recomputed)
     # backward holds the gradient of a layer's output while it computes the layer's input
-    # gradient: the largest output (the logits, on the rank that computes them) bounds that
-    extra += max((c.out_bytes for n, c in costs.items() if n not in without), default=0)
+    # gradient (the loss's two fp32 gradients for the logits under autoplan's executor,
+    # LayerCost.backward_transient_bytes): the largest, on the rank that computes it, bounds that
+    extra += max((max(c.out_bytes, c.backward_transient_bytes) for n, c in costs.items() if n not in without),
+                 default=0)
     extra += max(c.fp8_workspace_bytes for c in costs.values())     # fp8: one layer's cast weights
     return extra
 
