@@ -43,12 +43,13 @@ sys.modules.setdefault("emulated_cluster", emu)
 _spec.loader.exec_module(emu)
 
 STEPS, CKPT_EVERY, KILL_AFTER = 120, 10, 15
-"""STEPS: the kill lands at step 15-50, the 2-device phase is held at its resume until node 1 waits and
-grows at the next checkpoint or the one after: the grown job has 30 steps or more left to compare"""
+"""STEPS: the kill lands at step 15-50 (the test polls the log every 0.2 s), the 2-device phase is held
+from its resume (at most 0.2 s of steps after it) until node 1 waits and grows at the next checkpoint:
+the grown job has 30 steps or more left to compare"""
 GLOBAL_BATCH = 8
 COMPARED_STEPS = 30
-"""steps after each resume compared with a separate run from the same checkpoint (at most; the 2-device
-phase ends at the grow, 10-20 steps after its resume)"""
+"""steps after each resume compared with a separate run from the same checkpoint (at most: the 2-device
+phase ends at the grow, 10 or more steps after its resume)"""
 WAITING = "node(s) waiting to join: growing at the next checkpoint"
 STEP_RE = re.compile(r"^(?:step (\d+) loss (\S+) time_s \S+|resumed from step (\d+) .*)$", re.M)
 
