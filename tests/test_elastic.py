@@ -85,15 +85,18 @@ def netns_pids(netns: str) -> list[int]:
     return [int(p) for p in proc.stdout.split()]
 
 
-def signal_workers(node, sig: int) -> None:
-    """``sig`` to the node's training processes (not its agent)."""
+def signal_workers(node, sig: int) -> list[int]:
+    """``sig`` to the node's training processes (not its agent); returns their pids."""
+    done = []
     for p in netns_pids(node.netns):
         try:
             argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
             if any(a.endswith(b"train_gpt.py") for a in argv) and b"autoplan.cli" not in argv:
                 os.kill(p, sig)
-        except (OSError, ProcessLookupError):
+                done.append(p)
+        except OSError:
             pass
+    return done
 
 
 def kill_node(node) -> None:
@@ -274,8 +277,9 @@ def test_lose_a_node_replan_and_grow_back(cluster, tmp_path):
         procs.append(a1b)
         wait_for(lambda: "resumed from step" in a0.stdout(), 240, "node 0 to resume on 2 devices", *procs)
         if WAITING not in a0.stderr():
-            signal_workers(node0, signal.SIGSTOP)       # hold the 2-device phase until node 1 is back
+            held = signal_workers(node0, signal.SIGSTOP)       # hold the 2-device phase until node 1 is back
             try:
+                assert len(held) == 2, f"node 0's workers: {held}"
                 wait_for(lambda: WAITING in a0.stderr(), 240, "node 1 to wait to join", *procs)
             finally:
                 signal_workers(node0, signal.SIGCONT)
