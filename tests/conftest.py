@@ -59,3 +59,22 @@ class SharedJobs:
 def shared_jobs(request, tmp_path_factory) -> SharedJobs:
     modules = {id(m): m for m in (getattr(item, "module", None) for item in request.session.items) if m is not None}
     return SharedJobs(list(modules.values()), tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def gpt_tiny_profiles_2proc(tmp_path_factory):
+    """The README's one profiling command for gpt-tiny on 2 processes (``autoplan profile``: ``profile model
+    --nproc 2``, the model alone and in groups of 2, then ``profile cluster --nproc 2``), run once for the
+    session's tests that read it (test_validate, test_group_profile). Returns (model.json, cluster.json)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("gpt-tiny-2proc")
+    model, cluster = root / "model.json", root / "cluster.json"
+    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "--model", "gpt-tiny", "--nproc", "2",
+                           "--mbs", "1,2", "--repeats", "2", "--memory-per-device", "256MiB", "--max-size", "64KiB",
+                           "--model-out", str(model), "--cluster-out", str(cluster)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return model, cluster
+
