@@ -78,3 +78,13 @@ def gpt_tiny_profiles_2proc(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr
     return model, cluster
 
+
+@pytest.fixture(scope="session")
+def gpt_tiny_profile(tmp_path_factory):
+    """gpt-tiny's layers measured in this process (micro-batches 1, 2, 4; 2 repeats), once for the session's
+    tests that solve a plan from a fresh profile (test_elastic, test_interrupts). Returns its model.json."""
+    from autoplan.profile.layers import profile_model
+
+    out = tmp_path_factory.mktemp("gpt-tiny") / "model.json"
+    profile_model("gpt-tiny", mbs_list=(1, 2, 4), repeats=2, warmup=1).save(out)
+    return out
