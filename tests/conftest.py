@@ -5,8 +5,8 @@ than most of these jobs' training. A test module lists its jobs in ``SHARED_JOBS
 
     SHARED_JOBS = {"cases_4": (4, cases_worker, (CASES_4, None), 200)}   # name: (processes, worker, args, timeout_s)
 
-(``args`` may be a function of a fresh temporary directory, called when the job runs;
-``shared_jobs.args(...)`` gives what it returned) and reads a job's per-rank results with
+(``args`` may be a function of a fresh temporary directory, called once, when the job runs or when
+``shared_jobs.args(...)`` first asks for what it returns) and reads a job's per-rank results with
 ``shared_jobs.get(__name__, "cases_4")``. The first ``get`` for
 a process count runs the jobs of that count of every module collected in this session, in turn, in one
 spawned job (:func:`dist_utils.run_jobs_on_ranks`); a failure is reported to every test that reads it.
@@ -35,13 +35,11 @@ class SharedJobs:
         """Each rank's return value of the job ``name`` of ``module``."""
         from dist_utils import DistributedTestError, run_jobs_on_ranks
 
-        world = next(w for w, jobs in self.jobs.items() if (module, name) in jobs)
+        world = self._world(module, name)
         if world not in self.results:
             jobs = self.jobs[world]
             try:
-                for k, (_, args, _) in jobs.items():
-                    self.given[k] = args(self.tmp_path_factory.mktemp(k[1])) if callable(args) else args
-                self.results[world] = run_jobs_on_ranks({k: (fn, self.given[k]) for k, (fn, _, _) in jobs.items()},
+                self.results[world] = run_jobs_on_ranks({k: (fn, self.args(*k)) for k, (fn, _, _) in jobs.items()},
                                                         world, timeout_s=sum(t for _, _, t in jobs.values()))
             except DistributedTestError as e:
                 self.results[world] = f"the shared {world}-process job {sorted(jobs)} failed: {e}"
@@ -50,12 +48,48 @@ class SharedJobs:
             raise DistributedTestError(got)
         return got[(module, name)]
 
+    def _world(self, module: str, name: str) -> int:
+        return next(w for w, jobs in self.jobs.items() if (module, name) in jobs)
+
     def args(self, module: str, name: str) -> tuple:
-        """The arguments the job ``name`` of ``module`` ran with (after :meth:`get`)."""
-        return self.given[(module, name)]
+        """The arguments the job ``name`` of ``module`` runs with (a function's made on the first call)."""
+        key = (module, name)
+        if key not in self.given:
+            _, args, _ = self.jobs[self._world(module, name)][key]
+            self.given[key] = args(self.tmp_path_factory.mktemp(name)) if callable(args) else args
+        return self.given[key]
 
 
 @pytest.fixture(scope="session")
 def shared_jobs(request, tmp_path_factory) -> SharedJobs:
     modules = {id(m): m for m in (getattr(item, "module", None) for item in request.session.items) if m is not None}
     return SharedJobs(list(modules.values()), tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def gpt_tiny_profiles_2proc(tmp_path_factory):
+    """The README's one profiling command for gpt-tiny on 2 processes (``autoplan profile``: ``profile model
+    --nproc 2``, the model alone and in groups of 2, then ``profile cluster --nproc 2``), run once for the
+    session's tests that read it (test_validate, test_group_profile). Returns (model.json, cluster.json)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("gpt-tiny-2proc")
+    model, cluster = root / "model.json", root / "cluster.json"
+    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "--model", "gpt-tiny", "--nproc", "2",
+                           "--mbs", "1,2", "--repeats", "2", "--memory-per-device", "256MiB", "--max-size", "64KiB",
+                           "--model-out", str(model), "--cluster-out", str(cluster)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return model, cluster
+
+
+@pytest.fixture(scope="session")
+def gpt_tiny_profile(tmp_path_factory):
+    """gpt-tiny's layers measured in this process (micro-batches 1, 2, 4; 2 repeats), once for the session's
+    tests that solve a plan from a fresh profile (test_elastic, test_interrupts). Returns its model.json."""
+    from autoplan.profile.layers import profile_model
+
+    out = tmp_path_factory.mktemp("gpt-tiny") / "model.json"
+    profile_model("gpt-tiny", mbs_list=(1, 2, 4), repeats=2, warmup=1).save(out)
+    return out

@@ -11,6 +11,11 @@ gpt-tiny, 2 nodes x 2 processes, SGD, a checkpoint every CKPT_EVERY steps:
 3. node 1 comes back: node 0 takes it in at the next checkpoint, the job re-plans back to the
    4-device plan and finishes; those losses equal a 4-process run from that checkpoint.
 
+Node 1's agent restarts as soon as node 0 has re-planned (its start overlaps node 0's restart), and
+node 0's workers are held (SIGSTOP) from their resume until node 0's agent sees node 1 waiting: the
+steps trained on 2 devices before the grow no longer depend on the machine's speed, so the job can
+be short (STEPS) and still grow back before its end.
+
 Skipped, with the reason, where namespaces cannot be made (not root, no `ip netns`).
 
     python -m pytest tests/test_elastic.py -q
@@ -37,11 +42,15 @@ emu = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("emulated_cluster", emu)
 _spec.loader.exec_module(emu)
 
-STEPS, CKPT_EVERY, KILL_AFTER = 600, 10, 15
+STEPS, CKPT_EVERY, KILL_AFTER = 120, 10, 15
+"""STEPS: the kill lands at step 15-50 (the test polls the log every 0.2 s), the 2-device phase is held
+from its resume (at most 0.2 s of steps after it) until node 1 waits and grows at the next checkpoint:
+the grown job has 30 steps or more left to compare"""
 GLOBAL_BATCH = 8
 COMPARED_STEPS = 30
-"""steps after each resume compared with a separate run from the same checkpoint (3 checkpoint saves; the
-job itself goes on to STEPS, long enough for node 1 to come back whatever the machine's speed)"""
+"""steps after each resume compared with a separate run from the same checkpoint (at most: the 2-device
+phase ends at the grow, 10 or more steps after its resume)"""
+WAITING = "node(s) waiting to join: growing at the next checkpoint"
 STEP_RE = re.compile(r"^(?:step (\d+) loss (\S+) time_s \S+|resumed from step (\d+) .*)$", re.M)
 
 
@@ -74,6 +83,20 @@ def two_node_profile(hosts: list[str]) -> dict:
 def netns_pids(netns: str) -> list[int]:
     proc = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, timeout=10)
     return [int(p) for p in proc.stdout.split()]
+
+
+def signal_workers(node, sig: int) -> list[int]:
+    """``sig`` to the node's training processes (not its agent); returns their pids."""
+    done = []
+    for p in netns_pids(node.netns):
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            if any(a.endswith(b"train_gpt.py") for a in argv) and b"autoplan.cli" not in argv:
+                os.kill(p, sig)
+                done.append(p)
+        except OSError:
+            pass
+    return done
 
 
 def kill_node(node) -> None:
@@ -214,12 +237,11 @@ def wait_for(condition, timeout_s: float, what: str, *procs: NodeProcess) -> Non
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_lose_a_node_replan_and_grow_back(cluster, tmp_path):
+def test_lose_a_node_replan_and_grow_back(cluster, gpt_tiny_profile, tmp_path):
     from autoplan.plan.plan import Plan
-    from autoplan.profile.layers import profile_model
 
     model = tmp_path / "model.json"
-    profile_model("gpt-tiny", mbs_list=(1, 2, 4), repeats=2, warmup=1).save(model)
+    shutil.copyfile(gpt_tiny_profile, model)
     cl = tmp_path / "cluster.json"
     cl.write_text(json.dumps(two_node_profile([n.hostname for n in cluster.nodes])))
     plan = tmp_path / "plan.json"
@@ -249,11 +271,17 @@ def test_lose_a_node_replan_and_grow_back(cluster, tmp_path):
         wait_for(lambda: steps_done() >= KILL_AFTER, 240, f"step {KILL_AFTER} on 4 devices", *procs)
         kill_node(node1)
         a1.proc.wait(30)
-        wait_for(lambda: "re-plan: 4 -> 2 devices" in a0.stderr() and "resumed from step" in a0.stdout(), 240,
-                 "the re-plan for node 0 alone", *procs)
-        time.sleep(2.0)
-        a1b = agent(node1, "node1-back")
+        wait_for(lambda: "re-plan: 4 -> 2 devices" in a0.stderr(), 240, "the re-plan for node 0 alone", *procs)
+        a1b = agent(node1, "node1-back")       # the 2-device round is complete: node 1 waits for the next one
         procs.append(a1b)
+        wait_for(lambda: "resumed from step" in a0.stdout(), 240, "node 0 to resume on 2 devices", *procs)
+        if WAITING not in a0.stderr():
+            held = signal_workers(node0, signal.SIGSTOP)       # hold the 2-device phase until node 1 is back
+            try:
+                assert len(held) == 2, f"node 0's workers: {held}"
+                wait_for(lambda: WAITING in a0.stderr(), 240, "node 1 to wait to join", *procs)
+            finally:
+                signal_workers(node0, signal.SIGCONT)
         wait_for(lambda: "re-plan: 2 -> 4 devices" in a0.stderr(), 240, "the job to grow back to 4 devices", *procs)
         wait_for(lambda: a0.proc.poll() is not None and a1b.proc.poll() is not None, 300, "the end of training",
                  *procs)

@@ -2,7 +2,8 @@
 
 ZeRO 0-3, sequence parallel, recompute none/selective/full and the GPipe, 1F1B and interleaved
 schedules, on 4 gloo CPU processes (in the session's shared 4-process job, tests/conftest.py), then
-PP2 x DP2 x TP2 on 8 processes for 5 steps. Same model, data, tolerances as tests/test_equivalence.py.
+PP2 x DP2 x TP2 on 8 processes for 5 steps (in the shared 8-process job). Same model, data, tolerances as
+tests/test_equivalence.py.
 
     python -m pytest tests/test_equivalence_full.py -q
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker, run_on_ranks
+from dist_utils import assert_equivalent, even_stages, layout_key, layouts_worker
 from test_equivalence import LR, SEED, SHAPE, STEPS, reference
 
 from autoplan.plan.plan import Layout
@@ -45,7 +46,8 @@ LAYOUTS_8 = {
 }
 
 
-SHARED_JOBS = {"layouts_4": (4, layouts_worker, (SHAPE, list(LAYOUTS_4.values()), STEPS, LR, SEED), 200)}
+SHARED_JOBS = {"layouts_4": (4, layouts_worker, (SHAPE, list(LAYOUTS_4.values()), STEPS, LR, SEED), 200),
+               "layouts_8": (8, layouts_worker, (SHAPE, list(LAYOUTS_8.values()), 5, LR, SEED), 200)}
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +60,8 @@ def check(results, d: dict, steps: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def results_8():
-    return run_on_ranks(layouts_worker, 8, args=(SHAPE, list(LAYOUTS_8.values()), 5, LR, SEED), timeout_s=200)
+def results_8(shared_jobs):
+    return shared_jobs.get(__name__, "layouts_8")
 
 
 @pytest.mark.slow
@@ -70,7 +72,7 @@ def test_4_processes(results_4, name):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", list(LAYOUTS_8))
 def test_8_processes_pp2_dp2_tp2(results_8, name):
     check(results_8, LAYOUTS_8[name], steps=5)

@@ -1,8 +1,6 @@
 """Layers measured inside real process groups (profile model --nproc) and costed from them."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -10,21 +8,17 @@ from autoplan.plan.api import Problem, complete_layout, estimate_problem
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.training import TrainingConfig
-from autoplan.profile.formats import GroupTiming, ModelProfile
-from autoplan.profile.links import profile_cluster
+from autoplan.profile.formats import ClusterProfile, GroupTiming, ModelProfile
 
 
 @pytest.fixture(scope="module")
-def grouped(tmp_path_factory):
-    out = tmp_path_factory.mktemp("groups") / "model.json"
-    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "model", "--model", "gpt-tiny",
-                           "--out", str(out), "--mbs", "1,2", "--repeats", "2", "--warmup", "1", "--nproc", "2"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return ModelProfile.load(out)
+def grouped(gpt_tiny_profiles_2proc):
+    """gpt-tiny measured by `profile model --nproc 2 --mbs 1,2` (run once for the session: tests/conftest.py)."""
+    return ModelProfile.load(gpt_tiny_profiles_2proc[0])
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)          # the first test of the session to read the profiles runs them
 def test_profile_in_groups_writes_every_case(grouped):
     block = grouped.kinds["block"]
     keys = {(g.world, g.tp, g.sp, g.dp, g.cp, g.mbs) for g in block.group_timings}
@@ -47,8 +41,9 @@ def test_profile_in_groups_writes_every_case(grouped):
 
 
 @pytest.mark.slow
-def test_cost_model_uses_group_figures(grouped, tmp_path):
-    cl = profile_cluster(2, memory_per_device_bytes=2**30, max_size_bytes=1 << 16, repeats=2)
+@pytest.mark.timeout(600)          # the first test of the session to read the profiles runs them
+def test_cost_model_uses_group_figures(grouped, gpt_tiny_profiles_2proc):
+    cl = ClusterProfile.load(gpt_tiny_profiles_2proc[1])      # profile cluster --nproc 2 --max-size 64KiB --repeats 2
     assert in_group_world(grouped, cl) == 2
     train = TrainingConfig(global_batch=4)
     pb = Problem(grouped, cl, train, "m", "c")

@@ -3,7 +3,8 @@
 Tiny fp32 GPT-2 and Llama (grouped-query attention, sharded safetensors) checkpoints are saved with
 ``save_pretrained`` inside the test, and a prose corpus is tokenized with a BPE tokenizer trained in the test
 (:mod:`tests.hf_checkpoints`). Then, in one job of 4 gloo processes and one of 8 (TP x PP x DP; process
-start-up and gloo's groups dominate on CPU, so every layout of a job runs in the same processes):
+start-up and gloo's groups dominate on CPU, so every layout of a job runs in the same processes, and the
+8-process job in the session's shared one, tests/conftest.py):
 
 - for both models and the layouts DDP, ZeRO-3, TP+SP, PP 1F1B, interleaved, CP and TP x PP x DP, the model is
   built on the meta device and each rank reads its shards from the files; the first step's loss equals
@@ -82,13 +83,21 @@ def write_plan(path: Path, spec: str, layout: dict) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> Path:
+def prepare_assets(root: Path) -> tuple:
+    """Both checkpoints, the tokenizer, the tokenized corpus, a bigger Llama (``big``, for the loading memory)
+    and a tied GPT-2 under ``root``; returns the 8-process job's arguments (``root`` first)."""
     from autoplan.execute.token_data import tokenize_text
 
-    root = make_assets(tmp_path_factory.mktemp("hf"))
+    make_assets(root)
     tokenize_text(root / "corpus.txt", root / "tokenizer", root / "corpus.bin", model_vocab=VOCAB)
-    return root
+    make_llama(root / "big", layers=8, hidden=256, ffn=1024, vocab=2048, max_shard_size="8MB")
+    make_gpt2(root / "tied", tied=True)
+    return str(root), LAYOUTS_8, f"hf:{root / 'big'}", {}
+
+
+@pytest.fixture(scope="module")
+def assets(shared_jobs) -> Path:
+    return Path(shared_jobs.args(__name__, "eight")[0])
 
 
 def batches(root: Path, steps: int, *, dp_rank: int = 0, dp_size: int = 1, inputs: bool = True,
@@ -193,14 +202,15 @@ def layouts_worker(rank: int, world: int, root: str, layouts: dict[str, dict], b
     return out
 
 
+SHARED_JOBS = {"eight": (8, layouts_worker, prepare_assets, 300)}   # the session's 8-process job (tests/conftest.py)
+"""(the 4-process job runs alone: its loading-memory figures need processes that have run nothing else)"""
+
+
 @pytest.fixture(scope="module")
-def trained(assets) -> tuple[Path, list[dict], dict]:
-    big = assets / "big"
-    make_llama(big, layers=8, hidden=256, ffn=1024, vocab=2048, max_shard_size="8MB")
-    make_gpt2(assets / "tied", tied=True)
-    four = run_on_ranks(layouts_worker, 4, args=(str(assets), LAYOUTS, f"hf:{big}", MEMORY_LAYOUTS,
+def trained(assets, shared_jobs) -> tuple[Path, list[dict], dict]:
+    eight = shared_jobs.get(__name__, "eight")
+    four = run_on_ranks(layouts_worker, 4, args=(str(assets), LAYOUTS, f"hf:{assets / 'big'}", MEMORY_LAYOUTS,
                                                  f"hf:{assets / 'tied'}"), timeout_s=300)
-    eight = run_on_ranks(layouts_worker, 8, args=(str(assets), LAYOUTS_8, f"hf:{big}", {}), timeout_s=300)
     for r in four[:1] + eight[:1]:
         print("seconds per layout (rank 0):", {k: round(v, 1) for k, v in r["seconds"].items()})
     for rank, r in enumerate(four):

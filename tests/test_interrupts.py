@@ -118,13 +118,12 @@ SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    """A measured gpt-tiny model profile, a 2-process cluster profile (the shipped one) and a dp=2
-    plan solved from them by the CLI (what every ``test_run`` case trains)."""
+def work(tmp_path_factory, gpt_tiny_profile):
+    """A measured gpt-tiny model profile (the session's: tests/conftest.py), a 2-process cluster profile (the
+    shipped one) and a dp=2 plan solved from them by the CLI (what every ``test_run`` case trains)."""
     from autoplan.plan.plan import Plan
-    from autoplan.profile.layers import profile_model
     root = tmp_path_factory.mktemp("interrupts")
-    profile_model("gpt-tiny", mbs_list=(1, 2), repeats=2, warmup=1).save(root / "model.json")
+    (root / "model.json").write_bytes(gpt_tiny_profile.read_bytes())
     (root / "cluster.json").write_bytes((REPO / "profiles" / "cpu-2proc.json").read_bytes())
     solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(root / "model.json"),
                             "--cluster", str(root / "cluster.json"), "--global-batch", "4", "--layout", "dp=2",

@@ -1,4 +1,4 @@
-"""Soak: 200 steps, a checkpoint every 20, three workers killed at random steps; the weights and
+"""Soak: 100 steps, a checkpoint every 20, three workers killed at random steps; the weights and
 optimizer state at the end are bit-identical to those of an uninterrupted run of the same plan (which
 saves only after its last step).
 
@@ -26,7 +26,7 @@ from dist_utils import even_stages
 from test_checkpoint import write_plan
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS, CKPT_EVERY, KILLS = 200, 20, 3
+STEPS, CKPT_EVERY, KILLS = 100, 20, 3
 SEED = int(os.environ.get("AUTOPLAN_TEST_SEED", "5"))
 STEP_RE = re.compile(r"^step (\d+) loss (\S+) time_s")
 

@@ -18,14 +18,10 @@ PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_validate_cli_json_matches_the_contract(tmp_path):
-    # the README's one profiling command: the model measured alone and in groups of 2, and the 2 processes' links
-    model, cluster = tmp_path / "model.json", tmp_path / "cluster.json"
-    prof = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "--model", "gpt-tiny", "--nproc", "2",
-                           "--mbs", "1,2", "--repeats", "2", "--memory-per-device", "256MiB", "--max-size", "64KiB",
-                           "--model-out", str(model), "--cluster-out", str(cluster)],
-                          capture_output=True, text=True, timeout=300)
-    assert prof.returncode == 0, prof.stderr
+def test_validate_cli_json_matches_the_contract(gpt_tiny_profiles_2proc, tmp_path):
+    # the README's one profiling command (tests/conftest.py): the model measured alone and in groups of 2, and the
+    # 2 processes' links
+    model, cluster = gpt_tiny_profiles_2proc
     assert {g["world"] for g in json.loads(model.read_text())["kinds"]["block"]["group_timings"]} == {2}
     c = json.loads(cluster.read_text())
     assert c["world_size"] == 2 and c["device"]["memory_bytes"] == 256 * 2**20
