@@ -219,8 +219,9 @@ def test_cost_model_takes_the_in_group_cp_figure_in_place_of_the_analytic_exchan
 
 @pytest.mark.parametrize("sp", [0, 1])
 def test_cost_model_takes_the_in_group_cp_with_tp_figure(sp):
-    """cp 2 x tp 2 on 4 processes: the block measured under both (at the layout's sp) replaces TP's
-    measured collectives and the analytic exchange; compute is the cp = 1, tp = 1 time over 4."""
+    """cp 2 x tp 2 on 4 processes: the block measured under both (at the layout's sp) in place of
+    TP's in-group figure over cp plus the analytic exchange: compute is the cp = 1, tp = 1 time over
+    4, tp_comm what TP adds at cp = 1 over cp, cp_comm the rest of the measured time."""
     import random
 
     from autoplan.plan.coefficient_sources import composition_factors
@@ -234,10 +235,13 @@ def test_cost_model_takes_the_in_group_cp_with_tp_figure(sp):
     block = grouped.kinds["block"]
     g, base = block.group_timing(2, world=4, tp=2, sp=sp, cp=2), block.group_timing(2, world=4)
     blk = layer_costs(grouped, cl, lay, train)["block.0"]
+    tp_only = block.group_timing(2, world=4, tp=2, sp=sp)
     share = (base.forward_s + base.backward_s) / 4
-    assert blk.compute_s == pytest.approx(share * f) and blk.tp_comm_s == 0.0
-    assert blk.cp_comm_s == pytest.approx(g.forward_s + g.backward_s - share)
+    tp_share = (tp_only.forward_s + tp_only.backward_s) / 2 - share
+    assert blk.compute_s == pytest.approx(share * f) and tp_share > 0
+    assert blk.tp_comm_s == pytest.approx(tp_share)
+    assert blk.cp_comm_s == pytest.approx(g.forward_s + g.backward_s - share - tp_share) and blk.cp_comm_s > 0
     # without the figure: TP's in-group collectives over cp plus the analytic exchange
     old = layer_costs(plain, cl, lay, train)["block.0"]
-    assert old.compute_s == pytest.approx(share * f) and old.tp_comm_s > 0
+    assert old.compute_s == pytest.approx(share * f) and old.tp_comm_s == pytest.approx(tp_share)
     assert old.cp_comm_s != pytest.approx(blk.cp_comm_s)
