@@ -11,6 +11,52 @@ from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import ClusterProfile, GroupTiming, ModelProfile
 
 
+CP_TP_MODEL = "hf:llama-tiny,layers=2"    # rotary positions, grouped-query attention (4 heads, 2 KV heads), s = 32
+
+
+def cp_tp_worker(rank: int, world_size: int, spec: str) -> dict:
+    """On 4 processes: the group job's case list, and its block wrapped for cp 2 x tp 2 (sp 0 and 1)
+    against the unwrapped block on the whole sequence (this rank's share of the output), with the
+    case's timed forward and backward."""
+    import torch
+
+    from autoplan.execute.group_measure import GroupProfileConfig, _Job, _make_case, _points, _unit_copy, time_pairs
+    from autoplan.models.attention import SequenceShard
+    cfg = GroupProfileConfig(spec=spec, mbs_list=(2,), repeats=1, warmup=1, min_sample_s=0.0, max_attempts=1,
+                             pipelines=False)
+    job = _Job(cfg, torch.device("cpu"))
+    out: dict = {"points": [(k.name, mbs, tp, sp, dp, cp) for k, mbs, tp, sp, dp, cp in _points(job)]}
+    kind = next(k for k in job.kinds if k.name == "block")
+    cp_mesh, tp_mesh = job.cp_tp_meshes(2, 2)
+    x = job.inputs[2][kind.units[0]]
+    with torch.no_grad():
+        ref = SequenceShard(cp_mesh.get_local_rank(), 2).take(_unit_copy(job, kind)(x), dim=1)
+    for sp in (0, 1):
+        case = _make_case(job, kind, 2, tp=2, sp=sp, cp=2)
+        with torch.no_grad():
+            got = case.forward()
+        want = ref.chunk(2, dim=1)[tp_mesh.get_local_rank()] if sp else ref
+        out[sp] = (tuple(got.shape), float((got - want).abs().max()), time_pairs(case, cfg, job.device))
+    return out
+
+
+SHARED_JOBS = {"cp_tp": (4, cp_tp_worker, (CP_TP_MODEL,), 150)}   # tests/conftest.py
+
+
+@pytest.mark.slow
+def test_group_job_times_the_block_under_cp_with_tp_as_the_executor_wraps_it(shared_jobs):
+    results = shared_jobs.get(__name__, "cp_tp")
+    points = results[0]["points"]
+    assert all(r["points"] == points for r in results)
+    # cp 2 x tp 2 tiles 4 processes: with and without SP, the block only; cp 4 has no TP beside it
+    assert {p for p in points if p[2] > 1 and p[5] > 1} == {("block", 2, 2, 0, 1, 2), ("block", 2, 2, 1, 1, 2)}
+    for r in results:
+        for sp in (0, 1):
+            shape, err, (fwd_s, bwd_s) = r[sp]
+            assert shape == (2, 32 // 2 // (2 if sp else 1), 64)      # [b, s/cp(/tp), h]
+            assert err < 1e-5 and fwd_s > 0 and bwd_s > 0
+
+
 @pytest.fixture(scope="module")
 def grouped(gpt_tiny_profiles_2proc):
     """gpt-tiny measured by `profile model --nproc 2 --mbs 1,2` (run once for the session: tests/conftest.py)."""
@@ -86,27 +132,37 @@ def test_group_timing_fit_and_validation():
         ModelProfile.from_dict(json.loads(json.dumps(d)))
 
 
-def _cp_profile(cp_figures: bool) -> ModelProfile:
-    """A synthetic profile "measured" in groups of 2 (twice each layer's time alone); with
-    ``cp_figures`` its block also under cp = 2: 0.8x its in-group time per rank (far from half)."""
+def _cp_profile(cp_figures: bool, world: int = 2) -> ModelProfile:
+    """A synthetic profile "measured" in groups of ``world`` (twice each layer's time alone; the block
+    also under TP 2, with and without SP, at 0.7x); with ``cp_figures`` its block also under cp = 2
+    (times TP 2 with and without SP where ``world`` is 4): 0.8x its in-group time per rank (far from half;
+    0.7x with SP)."""
     import random
 
     from tests.planner_instances import random_model_profile
     prof = random_model_profile(random.Random(5), n_blocks=2)
     for name, kind in prof.kinds.items():
-        kind.group_timings = [GroupTiming(world=2, mbs=t.mbs, forward_s=2 * t.forward_s, backward_s=2 * t.backward_s,
-                                          optimizer_s=1e-4) for t in kind.timings]
-        if cp_figures and name == "block":
-            kind.group_timings += [GroupTiming(world=2, mbs=g.mbs, cp=2, forward_s=0.8 * g.forward_s,
-                                               backward_s=0.8 * g.backward_s, optimizer_s=1e-4)
-                                   for g in list(kind.group_timings)]
+        kind.group_timings = [GroupTiming(world=world, mbs=t.mbs, forward_s=2 * t.forward_s,
+                                          backward_s=2 * t.backward_s, optimizer_s=1e-4) for t in kind.timings]
+        if name != "block":
+            continue
+        alone = list(kind.group_timings)
+        kind.group_timings += [GroupTiming(world=world, mbs=g.mbs, tp=2, sp=sp, forward_s=0.7 * g.forward_s,
+                                           backward_s=0.7 * g.backward_s, optimizer_s=1e-4)
+                               for g in alone for sp in (0, 1)]
+        if cp_figures:
+            tps = [(1, 0)] + ([(2, 0), (2, 1)] if world == 4 else [])
+            kind.group_timings += [GroupTiming(world=world, mbs=g.mbs, tp=tp, sp=sp, cp=2,
+                                               forward_s=(0.8 - 0.1 * sp) * g.forward_s,
+                                               backward_s=(0.8 - 0.1 * sp) * g.backward_s, optimizer_s=1e-4)
+                                   for g in alone for tp, sp in tps]
     return prof
 
 
 def test_cp_group_timings_round_trip_and_old_profiles_load_unchanged():
     with_cp, old = _cp_profile(True), _cp_profile(False)
     d = json.loads(json.dumps(with_cp.to_dict()))
-    assert sorted(g.get("cp", 1) for g in d["kinds"]["block"]["group_timings"]) == [1, 1, 1, 2, 2, 2]
+    assert sorted(g.get("cp", 1) for g in d["kinds"]["block"]["group_timings"]) == [1] * 9 + [2] * 3
     back = ModelProfile.from_dict(d)
     assert back.kinds["block"].group_timings == with_cp.kinds["block"].group_timings
     g2 = back.kinds["block"].group_timing(2, world=2, cp=2)
@@ -154,3 +210,33 @@ def test_cost_model_takes_the_in_group_cp_figure_in_place_of_the_analytic_exchan
     lay4 = Layout(dp=1, tp=1, pp=1, cp=4, mbs=2, num_microbatches=2, recompute=recompute)
     assert in_group_world(grouped, cl4) is None
     assert layer_costs(grouped, cl4, lay4, train) == layer_costs(plain, cl4, lay4, train)
+
+
+@pytest.mark.parametrize("sp", [0, 1])
+def test_cost_model_takes_the_in_group_cp_with_tp_figure(sp):
+    """cp 2 x tp 2 on 4 processes: the block measured under both (at the layout's sp) in place of
+    TP's in-group figure over cp plus the analytic exchange: compute is the cp = 1, tp = 1 time over
+    4, tp_comm what TP adds at cp = 1 over cp, cp_comm the rest of the measured time."""
+    import random
+
+    from autoplan.plan.coefficient_sources import composition_factors
+    from autoplan.plan.plan import Layout
+    from tests.planner_instances import random_cluster
+    cl = random_cluster(random.Random(1), world=4)
+    train = TrainingConfig(global_batch=4)
+    lay = Layout(dp=1, tp=2, pp=1, cp=2, mbs=2, num_microbatches=2, sp=sp)
+    plain, grouped = _cp_profile(False, world=4), _cp_profile(True, world=4)
+    f, _ = composition_factors(grouped, 4, 2)
+    block = grouped.kinds["block"]
+    g, base = block.group_timing(2, world=4, tp=2, sp=sp, cp=2), block.group_timing(2, world=4)
+    blk = layer_costs(grouped, cl, lay, train)["block.0"]
+    tp_only = block.group_timing(2, world=4, tp=2, sp=sp)
+    share = (base.forward_s + base.backward_s) / 4
+    tp_share = (tp_only.forward_s + tp_only.backward_s) / 2 - share
+    assert blk.compute_s == pytest.approx(share * f) and tp_share > 0
+    assert blk.tp_comm_s == pytest.approx(tp_share)
+    assert blk.cp_comm_s == pytest.approx(g.forward_s + g.backward_s - share - tp_share) and blk.cp_comm_s > 0
+    # without the figure: TP's in-group collectives over cp plus the analytic exchange
+    old = layer_costs(plain, cl, lay, train)["block.0"]
+    assert old.compute_s == pytest.approx(share * f) and old.tp_comm_s == pytest.approx(tp_share)
+    assert old.cp_comm_s != pytest.approx(blk.cp_comm_s)

@@ -27,6 +27,11 @@ cost model then prefers to its sum of parts (:mod:`autoplan.plan.cost`)::
                                the executor's K/V exchange (all-gather on CPU), on this rank's share
                                [b, s/c, h] of the micro-batch, forward and backward (the optimizer
                                figures are the block's own: cp does not wrap its parameters)
+    block x mbs x c x t x sp   context parallel with TP, where c x t is the whole world (4 processes:
+                               cp 2 x tp 2): the executor's mesh (autoplan.execute.mesh.build_mesh,
+                               tp innermost, cp groups strided by t) and its order (apply_cp, then the
+                               TP plan); with sp=1 the block takes its TP slice of its cp share,
+                               [b, s/(c t), h]
     each case, once            one AdamW and one SGD step over the unit's parameters as wrapped
 
 Each figure is a median over ``repeats`` samples (each sample starts behind a barrier of the whole
@@ -223,7 +228,7 @@ class _Job:
         units = [k.units[0] for k in self.kinds]
         self.inputs = {b: unit_inputs(model, units, sample_tokens(self.vocab, b, self.seq_len, cfg.seed))
                        for b in cfg.mbs_list}
-        self._meshes: dict[int, object] = {}
+        self._meshes: dict[int | tuple[int, int], object] = {}
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision]
 
     def group_mesh(self, g: int):
@@ -232,6 +237,15 @@ class _Job:
         if g not in self._meshes:
             self._meshes[g] = init_device_mesh(self.device.type, (self.world // g, g), mesh_dim_names=("rest", "g"))
         return self._meshes[g]["g"]
+
+    def cp_tp_meshes(self, cp: int, tp: int) -> tuple[object, object]:
+        """(cp mesh, tp mesh) of this rank as the executor builds them for ``cp x tp`` (the rest of the
+        world data parallel): :func:`autoplan.execute.mesh.build_mesh`, tp innermost."""
+        from autoplan.execute.mesh import build_mesh
+        if (cp, tp) not in self._meshes:
+            self._meshes[(cp, tp)] = build_mesh(self.device.type, pp=1, dp=self.world // (cp * tp), tp=tp, cp=cp)
+        mesh = self._meshes[(cp, tp)]
+        return mesh.get("cp"), mesh.get("tp")
 
 
 def _unit_copy(job: _Job, kind) -> object:
@@ -252,18 +266,22 @@ def _make_case(job: _Job, kind, mbs: int, *, tp: int = 1, sp: int = 0, dp: int =
     x = job.inputs[mbs][kind.units[0]].to(job.device)
     low = job.dtype if job.cfg.precision != "fp32" else None
     autocast = low is not None and dp == 1
+    if cp > 1 and tp > 1:
+        cp_mesh, tp_mesh = job.cp_tp_meshes(cp, tp)
+    else:
+        cp_mesh, tp_mesh = (job.group_mesh(cp) if cp > 1 else None), (job.group_mesh(tp) if tp > 1 else None)
+    if cp > 1:     # as the executor: context parallel first, then TP
+        # this rank's load-balanced share of each sequence; attention exchanges K/V over the group
+        from autoplan.execute.cp import apply_cp, torch_ring_available
+        shard = apply_cp(module, cp_mesh, use_torch_ring=torch_ring_available(job.device.type))
+        x = shard.take(x, dim=1).contiguous()
     if tp > 1:
         from torch.distributed.tensor.parallel import parallelize_module
         plan = block_plan(job.tp_plan.colwise, job.tp_plan.rowwise, sequence_parallel=bool(sp),
                           sp_norms=job.tp_plan.sp_norms, sp_gather=job.tp_plan.sp_gather)
-        parallelize_module(module, job.group_mesh(tp), plan)
-        if sp:     # between the blocks of a stage each TP rank holds its slice of the sequence
-            r = job.rank % tp
-            x = x.chunk(tp, dim=1)[r].contiguous()
-    if cp > 1:     # this rank's load-balanced share of each sequence; attention exchanges K/V over the group
-        from autoplan.execute.cp import apply_cp, torch_ring_available
-        shard = apply_cp(module, job.group_mesh(cp), use_torch_ring=torch_ring_available(job.device.type))
-        x = shard.take(x, dim=1).contiguous()
+        parallelize_module(module, tp_mesh, plan)
+        if sp:     # between the blocks of a stage each TP rank holds its slice of the (cp rank's) sequence
+            x = x.chunk(tp, dim=1)[tp_mesh.get_local_rank()].contiguous()
     if dp > 1:
         import torch.nn as nn
         apply_dp(module, nn.ModuleDict(), job.group_mesh(dp), zero=3, tp=1, pipelined=True, param_dtype=low)
@@ -329,6 +347,20 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int, int]]:
                 if d > 1 and w % d == 0:
                     out.append((kind, mbs, 1, 0, d, 1))
             out += [(kind, mbs, 1, 0, 1, c) for c in cps]
+            out += [(kind, mbs, t, sp, 1, c) for c, t, sp in _cp_tp_cases(job, kind, cps)]
+    return out
+
+
+def _cp_tp_cases(job: _Job, kind, cps: list[int]) -> list[tuple[int, int, int]]:
+    """(cp, tp, sp) of the context-parallel cases with TP measured for ``kind``: cp x tp the whole
+    world (the layouts with neither dp nor pp beside them), tp > 1 a degree the TP cases measure,
+    sp 0 and 1 (1 where each cp rank's share of the sequence splits over tp)."""
+    from autoplan.models.registry import tp_divisors_ok
+    w, out = job.world, []
+    for c in cps:
+        t = w // c
+        if t > 1 and t in set(job.cfg.tp_list or range(2, w + 1)) and tp_divisors_ok(job.model, kind, t):
+            out += [(c, t, sp) for sp in ((0, 1) if (job.seq_len // c) % t == 0 else (0,))]
     return out
 
 

@@ -221,32 +221,39 @@ def in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode:
 
 
 def in_group_cp_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str,
-                      attn_flop_frac: float) -> tuple[float, float, float] | None:
-    """(compute, recompute, cp_comm) of one transformer block on one cp rank per micro-batch, from the
-    block measured under context parallel over ``layout.cp`` ranks inside real groups of ``world``
-    processes (the executor's K/V exchange, at the layout's TP degree where that was measured), or
-    None where that case was not measured.
+                      attn_flop_frac: float) -> tuple[float, float, float, float] | None:
+    """(compute, recompute, tp_comm, cp_comm) of one transformer block on one cp rank per micro-batch,
+    from the block measured under context parallel over ``layout.cp`` ranks inside real groups of
+    ``world`` processes (the executor's K/V exchange, at the layout's TP degree and sp where that was
+    measured), or None where that case was not measured.
 
     It replaces, for that block, the analytic estimate: the in-group time at cp = 1 divided by cp
     plus the alpha-beta K/V all-gather and reduce-scatter (:func:`cp_exchange_s`). As for TP
-    (:func:`in_group_terms`): ``compute`` is the block's in-group time without cp divided by tp x cp
-    (a cp rank's arithmetic if the split were free), ``cp_comm`` the rest of the measured time: the
-    exchange, its waits for the slowest rank, the attention against the gathered keys and the
-    shared cores (with TP measured too, its collectives are in it). Selective recompute repeats the
-    attention core's share of that compute, full recompute the measured forward, exchange included."""
+    (:func:`in_group_terms`): ``compute`` is the block's in-group time without cp or TP divided by
+    tp x cp (a cp rank's arithmetic if the split were free); with TP, ``tp_comm`` is what TP adds at
+    cp = 1 (its in-group time beyond the unsharded one over tp), per cp rank (/ cp), as far as the
+    measured time leaves room; ``cp_comm`` the rest of the measured time: the exchange, its waits for
+    the slowest rank, the attention against the gathered keys and the shared cores. The three add up
+    to the measured time. Selective recompute repeats the attention core's share of that compute,
+    full recompute the measured forward, exchange included."""
     cp = layout.cp
     base = kind.group_timing(mbs, world=world)
-    g = kind.group_timing(mbs, world=world, tp=shard, sp=layout.sp if shard > 1 else 0, cp=cp) if cp > 1 else None
+    sp = layout.sp if shard > 1 else 0
+    g = kind.group_timing(mbs, world=world, tp=shard, sp=sp, cp=cp) if cp > 1 else None
     if base is None or g is None:
         return None
     total = g.forward_s + g.backward_s
     compute = min(total, (base.forward_s + base.backward_s) / shard / cp)
+    tp_only = kind.group_timing(mbs, world=world, tp=shard, sp=sp) if shard > 1 else None
+    tp_comm = 0.0
+    if tp_only is not None:
+        tp_comm = min(total - compute, max(0.0, (tp_only.forward_s + tp_only.backward_s) / cp - compute))
     recompute = 0.0
     if mode == "selective":
         recompute = base.forward_s / shard / cp * attn_flop_frac
     elif mode == "full":
         recompute = g.forward_s
-    return compute, recompute, total - compute
+    return compute, recompute, tp_comm, total - compute - tp_comm
 
 
 def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, float] | None:

@@ -326,9 +326,9 @@ def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
             optimizer /= layout.grad_group   # unless measured under FSDP (_data_parallel_terms): this rank's shard
         in_cp = (in_group_cp_terms(kind, layout, layout.mbs, shard, sh.world, mode, sh.attn_flop_frac)
                  if cp > 1 and is_block else None)
-        if in_cp is not None:      # measured under this cp: a cp rank's compute, and the rest (TP's included)
-            compute, recompute, cp_comm = in_cp
-            return compute * sh.f_compute, recompute * sh.f_compute, 0.0, optimizer, 1.0, cp_comm
+        if in_cp is not None:      # measured under this cp: a cp rank's compute, TP's share, and the rest
+            compute, recompute, tp_comm, cp_comm = in_cp
+            return compute * sh.f_compute, recompute * sh.f_compute, tp_comm, optimizer, 1.0, cp_comm
         # measured with every device working at once, at cp = 1: a cp rank does 1/cp of it
         return compute / cp, recompute / cp, tp_comm / cp, optimizer, 1.0, None
     # a cp rank's work: 1/cp of each sequence's tokens and (load-balanced) of its attention, i.e. the

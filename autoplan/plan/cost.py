@@ -36,8 +36,9 @@ Where the coefficients come from, per layer kind, best first:
   collectives (``compute`` = the unsharded in-group time / t, ``tp_comm`` = the rest: collectives,
   waits for the slowest rank, DTensor's per-op work), ZeRO-3 blocks through FSDP2 (``dp_sync`` =
   the extra all-gather and reduce-scatter time with copy-in/out), context-parallel blocks through
-  the executor's K/V exchange (``compute`` = the in-group time without cp / (t cp), ``cp_comm`` =
-  the rest, in place of the analytic exchange), the optimizer step on the parameters as wrapped;
+  the executor's K/V exchange (``compute`` = the in-group time without cp / (t cp), with TP
+  ``tp_comm`` = TP's in-group extra at cp = 1 / cp, ``cp_comm`` = the rest, in place of the
+  analytic exchange), the optimizer step on the parameters as wrapped;
 - **sum of parts** otherwise: one rank's compute measured alone (times the shared-device slowdown
   the cluster profile measured) or derived analytically, and alpha-beta fits of isolated
   collectives for TP, DP and pipeline communication (other group sizes, other nodes, catalogue
