@@ -92,8 +92,9 @@ happened to stop.
 with pulp); ``auto`` takes HiGHS when installed: on every problem measured it was faster
 (benchmarks/solve_scaling.py; a tied ILP takes milliseconds where CBC's process start alone takes
 about 30 ms). With an incumbent (cutoff) the status "cutoff" says no solution beats it. Both stop
-after :data:`NODE_LIMIT` branch-and-bound nodes (per stage), a rule that gives the same answer on
-any machine; the wall-clock ``time_limit_s`` is a backstop behind it, and
+after :func:`node_limit` branch-and-bound nodes (per stage, :data:`NODES_PER_S` per second of the time
+limit), a rule that gives the same answer on any machine; the wall-clock ``time_limit_s`` is a
+backstop behind it, and
 ``PlacementResult.stopped_by`` says which limit, if any, ended a solve.
 """
 
@@ -127,11 +128,18 @@ except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallbac
 _COEFFS = tuple(f.name for f in fields(LayerCost))
 
 
-NODE_LIMIT = 5000
-"""branch-and-bound nodes after which either solver stops (each stage of a solve): the stopping
-rule that does not depend on the machine's load. Every placement ILP of the published runs and of
-benchmarks/solve_scaling.py proves its optimum in a few hundred nodes at most; the wall-clock
-``time_limit_s`` is a backstop behind it (``PlacementResult.stopped_by`` says which stopped a solve)."""
+NODES_PER_S = 50
+"""branch-and-bound nodes a solve may take per second of its time limit (:func:`node_limit`).
+Measured on these ILPs on one core: 275 (pp 16, vp 4, per-block recompute) to 500 (the 576-GPU
+Llama 3.1 405B run: 108 nodes to its optimum) nodes per CPU second, so the node limit stops a
+solve before the clock does unless the machine runs it 5-10 times slower than an idle core."""
+
+
+def node_limit(time_limit_s: float) -> int:
+    """Nodes after which either solver stops (each stage of a solve): the stopping rule that does
+    not depend on the machine's load; the wall-clock ``time_limit_s`` is a backstop behind it
+    (``PlacementResult.stopped_by`` says which stopped a solve)."""
+    return max(1, math.ceil(NODES_PER_S * time_limit_s))
 
 
 @dataclass
@@ -148,17 +156,18 @@ class PlacementResult:
     recompute_layers: dict[str, str] | None = None
     """per-layer recompute modes, when the ILP chose them"""
     stopped_by: str | None = None
-    """"nodes" (:data:`NODE_LIMIT`: the same answer on any machine) or "time" (the wall-clock
-    backstop: the answer may depend on the machine's load) when a limit ended the solve early"""
+    """"nodes" (:func:`node_limit`: the same answer on any machine) or "time" (the wall-clock
+    backstop: the answer may depend on the machine's load) when a limit ended the solve (either
+    stage) early"""
 
 
-def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
+def _cbc(time_limit_s: float | None, gap_rel: float | None, nodes: int | None = None) -> pulp.LpSolver:
     """The CBC binary that ships inside pulp (pulp 3 marks the class deprecated in favour of a
     separately installed CBC; the bundled one is what every machine here has), stopping after
-    :data:`NODE_LIMIT` nodes."""
+    ``nodes`` branch-and-bound nodes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        kw = {"msg": False, "maxNodes": NODE_LIMIT}
+        kw = {"msg": False} if nodes is None else {"msg": False, "maxNodes": nodes}
         if time_limit_s is not None:
             kw["timeLimit"] = max(1, int(math.ceil(time_limit_s)))
         if gap_rel is not None:
@@ -167,7 +176,7 @@ def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
 
 
 class _HiGHS(pulp.HiGHS):
-    """pulp's HiGHS, also when :data:`NODE_LIMIT` stopped it (``kSolutionLimit``, a status pulp 3.3
+    """pulp's HiGHS, also when a node limit stopped it (``kSolutionLimit``, a status pulp 3.3
     has no entry for: it assigns the values, then raises KeyError)."""
 
     def findSolutionValues(self, lp):
@@ -395,10 +404,11 @@ class PlacementILP:
         kind = resolve_solver(solver)
         run = self._run_highs if kind == "highs" else self._run_cbc
         self.stopped_by = None
-        state, solver_bound = run(time_limit_s, gap_rel)
+        nodes = node_limit(time_limit_s)
+        state, solver_bound = run(time_limit_s, gap_rel, nodes)
         obj = float(pulp.value(self.prob.objective)) * scale if state in ("optimal", "feasible") else math.inf
         if state in ("optimal", "feasible") and (self.incumbent is None or obj <= self.incumbent * (1 + 1e-9)):
-            self._break_ties(run, obj / scale, time_limit_s - (time.perf_counter() - t0), gap_rel)
+            self._break_ties(run, obj / scale, time_limit_s - (time.perf_counter() - t0), gap_rel, nodes)
         wall = time.perf_counter() - t0
         bound = max(solver_bound * scale, self.relaxation_bound())
         if self.incumbent is not None and obj > self.incumbent * (1 + 1e-9):
@@ -419,7 +429,7 @@ class PlacementILP:
         """A second objective, minimised among the placements as good as the optimum (None: none)."""
         return None
 
-    def _break_ties(self, run, optimum: float, time_left_s: float, gap_rel: float) -> None:
+    def _break_ties(self, run, optimum: float, time_left_s: float, gap_rel: float, nodes: int) -> None:
         """Lexicographic second stage: with the objective held at ``optimum``, minimise
         :meth:`tie_break`. Equal-cost placements are then chosen by a rule, not by where the
         solver happened to be when it proved the optimum. Keeps the first stage's solution when the
@@ -433,7 +443,7 @@ class PlacementILP:
         self.prob += first <= optimum + 1e-9 * abs(optimum), "tie_break_level"
         self.prob.setObjective(second)
         try:
-            state, _ = run(time_left_s, gap_rel, cutoff=False)
+            state, _ = run(time_left_s, gap_rel, nodes, cutoff=False)
         finally:
             self.prob.setObjective(first)
         if state not in ("optimal", "feasible"):
@@ -445,14 +455,14 @@ class PlacementILP:
             return None
         return self.incumbent * (1 + 1e-9) / (GIB if self.objective == "memory" else 1.0)
 
-    def _run_cbc(self, time_limit_s: float, gap_rel: float, cutoff: bool = True) -> tuple[str, float]:
+    def _run_cbc(self, time_limit_s: float, gap_rel: float, nodes: int, cutoff: bool = True) -> tuple[str, float]:
         """(optimal | feasible | timeout | infeasible, bound in objective units). ``cutoff``: beat the
         incumbent (off for the tie-break stage, whose objective is another)."""
         cutoff = self._cutoff() if cutoff else None
         if cutoff is not None:       # CBC through pulp takes no cutoff: a row instead
             self.prob += self.prob.objective <= cutoff, "cutoff"
         t0 = time.perf_counter()
-        self.prob.solve(_cbc(time_limit_s, gap_rel))
+        self.prob.solve(_cbc(time_limit_s, gap_rel, nodes))
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             return "infeasible", math.inf
         if self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal":
@@ -469,13 +479,13 @@ class PlacementILP:
             v.varValue = values[v.name]
         return "feasible", bound
 
-    def _run_highs(self, time_limit_s: float, gap_rel: float, cutoff: bool = True) -> tuple[str, float]:
+    def _run_highs(self, time_limit_s: float, gap_rel: float, nodes: int, cutoff: bool = True) -> tuple[str, float]:
         """(optimal | feasible | timeout | infeasible, HiGHS's dual bound in objective units).
         ``cutoff``: beat the incumbent (off for the tie-break stage)."""
         _silence_highs_banner()
         kw = {} if self._cutoff() is None or not cutoff else {"objective_bound": self._cutoff()}
         self.prob.solve(_HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel, threads=1,
-                               mip_max_nodes=NODE_LIMIT, **kw))
+                               mip_max_nodes=nodes, **kw))
         h = self.prob.solverModel
         info = h.getInfo()
         status = h.getModelStatus()
