@@ -795,23 +795,29 @@ class TiedChainILP(PlacementILP):
 
     def tie_break(self):
         """even_r (interleaved, time objective): the spread of each rank's chunks, hi[r] - lo[r] with
-        lo[r] <= n(j) <= hi[r] over its chunks j, summed over ranks. The pipeline term counts only
-        the slowest chunk, so once one chunk must hold an extra block the cost model cannot tell
+        lo[r] <= n(j) <= hi[r] over its chunks j, summed over ranks; then, below one block of
+        spread, sum_j h_j n(j) / (1 + N sum_j h_j) with h_j the most micro-batches chunk j ever
+        holds (:func:`autoplan.plan.schedules.memory_moments`). The pipeline term counts only the
+        slowest chunk, so once one chunk must hold an extra block the cost model cannot tell
         [2, 2, 3, 2] from [1, 3, 3, 2]; the even one is what the schedule runs best (uneven chunks
-        stall its steady state: :func:`autoplan.plan.schedules.pipeline_s`). Integer block counts
-        (hi, lo too) keep this second stage integral at its root: on chunk times, with a memory
-        term, or with continuous hi/lo it took several times the first stage's work."""
+        stall its steady state: :func:`autoplan.plan.schedules.pipeline_s`), and the extra block
+        goes where it is held for fewest micro-batches (a linear stand-in for the peak memory: the
+        peak's own rows made this stage several times the first one's work, as did continuous
+        hi/lo; with these it is integral at its root)."""
         if self.C is None or self.objective != "time":
             return None
-        spread = []
+        spread, held = [], []
         for r in range(self.p):
             hi = self.var(f"even_hi_r{r}", 0, self.N, cat=pulp.LpInteger)
             lo = self.var(f"even_lo_r{r}", 0, self.N, cat=pulp.LpInteger)
-            for j in self.chunks_of(r):
+            moments = memory_moments(self.layout, r, self.late_grads)
+            for i, j in enumerate(self.chunks_of(r)):
                 self.prob += hi >= self.n_chunk(j), f"even_hi_c{j}"
                 self.prob += lo <= self.n_chunk(j), f"even_lo_c{j}"
+                held.append((max(h[i] for h, _ in moments), j))
             spread.append(hi - lo)
-        return pulp.lpSum(spread)
+        scale = 1.0 / (1 + self.N * sum(h for h, _ in held))
+        return pulp.lpSum(spread) + scale * pulp.lpSum(h * self.n_chunk(j) for h, j in held)
 
     def set_objective(self) -> None:
         super().set_objective()
