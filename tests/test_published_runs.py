@@ -134,3 +134,55 @@ def test_solve_with_the_published_megatron_layout_agrees_with_the_benchmark(pr):
         assert plan.layout.short() == lay.short(), run.name
         assert plan.predicted.fits, run.name
         assert plan.predicted.step_time_s == pytest.approx(pred.step_time_s, rel=0.02), run.name
+
+
+def _placement_ilp(pr, name: str):
+    """What ``autoplan estimate`` hands the placement ILP for a published run: (graph, layout,
+    usable memory bytes), the layout without stages."""
+    from autoplan.plan.api import fixed_micro_batch, given_layout, make_problem, parse_layout_constraints
+    from autoplan.plan.coefficients import layer_costs
+    from autoplan.plan.graph import build_layer_graph
+    run, _ = pr.with_tuned_mbs(next(r for r in pr.published_runs() if r.name == name))
+    kw = pr.estimate_kwargs(run)
+    given = parse_layout_constraints(kw["layout"])
+    pb = make_problem(kw["model"], kw["cluster"], kw["global_batch"], precision=kw["precision"],
+                      optimizer=kw["optimizer"], framework=kw["framework"], micro_batch_sizes=fixed_micro_batch(given))
+    lay = given_layout(pb, given)
+    graph = build_layer_graph(pb.profile, layer_costs(pb.profile, pb.cluster, lay, pb.train))
+    return graph, lay, pb.cluster.device.memory_bytes - pb.cluster.calibration.memory_overhead_bytes
+
+
+_BIG_INTERLEAVED_RUN = "dgxc24-llama3.1-405b-fp8-576"
+"""pp 9, vp 7: 126 blocks on 63 chunks. Its placement ILP used to stop at the 10 s wall-clock limit 0.8%
+above its bound, with a placement that depended on the machine's load (the command line and the
+benchmark then disagreed on its peak memory)."""
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_the_largest_interleaved_placement_is_proven_optimal_whatever_the_clock(pr, solver):
+    """The ILP proves the optimum (the fullest chunk's count is an integer: C >= K blocks), and the
+    placement is the same under any time limit long enough to prove it: even chunks on every rank
+    (the tie-break stage), so the same answer on a loaded machine as on an idle one."""
+    from autoplan.plan.ilp import solve_placement
+    graph, lay, usable = _placement_ilp(pr, _BIG_INTERLEAVED_RUN)
+    limits = (30.0, 20.0) if solver == "highs" else (30.0,)       # CBC (a subprocess per stage) is slower
+    results = [solve_placement(graph, lay, usable, time_limit_s=t, solver=solver) for t in limits]
+    for res in results:
+        assert res.status == "optimal" and res.stopped_by is None, (res.status, res.stopped_by)
+    assert all(res.stages == results[0].stages for res in results)
+    blocks = [sum(n.startswith("block.") for n in st) for st in results[0].stages]
+    for r in range(lay.pp):
+        mine = blocks[r::lay.pp]
+        assert max(mine) - min(mine) <= 1, (r, mine)
+
+
+def test_a_node_limit_stops_the_placement_ilp_the_same_way_twice(pr, monkeypatch):
+    """Where a solve cannot finish, the node limit (not the clock) stops it: status feasible, stopped
+    by "nodes", the same placement each time."""
+    import autoplan.plan.ilp as ilp
+    monkeypatch.setattr(ilp, "NODES_PER_S", 0.1)      # 3 nodes in 30 s
+    graph, lay, usable = _placement_ilp(pr, _BIG_INTERLEAVED_RUN)
+    results = [ilp.solve_placement(graph, lay, usable, time_limit_s=30.0, solver="highs") for _ in range(2)]
+    for res in results:
+        assert res.status == "feasible" and res.stopped_by == "nodes" and res.bound < res.objective
+    assert results[0].stages == results[1].stages

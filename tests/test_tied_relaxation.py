@@ -183,8 +183,13 @@ def test_interleaved_cuts_keep_the_tied_optimum(seed, solver):
     if plain.status == "infeasible":
         assert cut.status == "infeasible"
         return
-    assert cut.status == "optimal" and cut.objective == pytest.approx(plain.objective, rel=1e-7)
-    assert chain.lower_bound() <= plain.objective * (1 + 1e-7)     # the solvers' integrality tolerance
+    assert cut.status == "optimal" and cut.objective == pytest.approx(plain.objective, rel=1e-5)
+    # the solvers' objectives may sit a MIP feasibility tolerance (HiGHS: 1e-6 per row) below the
+    # placement's cost; the cost model's own figure for the two placements must agree
+    step = [evaluate(profile, cluster, layout.with_(stages=r.stages, recompute_layers=r.recompute_layers),
+                     train).step_time_s for r in (plain, cut)]
+    assert step[1] == pytest.approx(step[0], rel=1e-9)
+    assert chain.lower_bound() <= step[0] * (1 + 1e-7)     # the solvers' integrality tolerance
     below = solve_placement(graph, layout, mem, mode_costs=modes, solver=solver, incumbent=plain.objective * 0.999)
     assert below.status == "cutoff"
 

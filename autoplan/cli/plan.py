@@ -49,7 +49,8 @@ def solve(
     framework: str = typer.Option("autoplan", "--framework", help=FRAMEWORK_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget, e.g. 256MiB"),
     top_k: int = typer.Option(5, help="layouts to keep, the chosen one and its runner-ups (0 or 1: the chosen only)"),
-    time_limit: float = typer.Option(10.0, help="solver time limit per placement ILP, seconds"),
+    time_limit: float = typer.Option(10.0, help="solver time limit per placement ILP, seconds; it also sets "
+                                      "the node limit (50 per second) that stops a solve the same way on any machine"),
     solver: str = typer.Option("auto", help="ILP solver: highs, cbc, or auto (HiGHS when the highspy package is "
                                             "installed, else the CBC that ships with pulp)"),
     tp_across_nodes: bool = typer.Option(False, help="allow tensor parallel groups to span nodes"),

@@ -72,14 +72,30 @@ recompute per block), z0 (chunk 0 holds only the first layer), z1 (chunk S-1 onl
 With interleaving (vp > 1) the chunks' own counts nc[j,c] are variables too (n[r,c] = sum of
 nc[j,c] over rank r's chunks; nonempty and alone per chunk), giving C >= c(j) + p2p(j) and the
 in-flight memory vectors exactly; the rank-level memory row of an even spread stays as well,
-which keeps tied.py's relaxation a relaxation. Any n, z (nc) satisfying these is a placement, so
-the optimum equals the assignment and cut formulations' (tests check all three and the per-block
-modes against brute force).
+which keeps tied.py's relaxation a relaxation. One more valid cut, since the LP alone spreads a
+rank's blocks evenly (C >= n[r]/vp blocks) and branching closes that one chunk at a time::
+
+    fullest       K >= nc[j] for every chunk j (nc[j] = sum_c nc[j,c]), K integer,
+                  C >= t_min * K + min_j f_j      (t_min the fastest mode's block time, f_j chunk j's
+                                                   fixed time: first/last layer, send, z0 at its least)
+
+Any n, z (nc) satisfying these is a placement, so the optimum equals the assignment and cut
+formulations' (tests check all three and the per-block modes against brute force).
+
+**Ties** (interleaved, time objective). The pipeline term sees only the slowest chunk, so many
+placements share the optimum (which chunk holds an extra block). A second stage holds the
+objective at the optimum found and minimises sum_r (hi_r - lo_r), lo_r <= nc[j] <= hi_r over
+rank r's chunks (integers): the most even chunks, chosen by a rule and not by where the solver
+happened to stop.
 
 **Solvers.** pulp drives HiGHS (``highspy``, in-process) or CBC (a subprocess per ILP, shipped
 with pulp); ``auto`` takes HiGHS when installed: on every problem measured it was faster
 (benchmarks/solve_scaling.py; a tied ILP takes milliseconds where CBC's process start alone takes
-about 30 ms). With an incumbent (cutoff) the status "cutoff" says no solution beats it.
+about 30 ms). With an incumbent (cutoff) the status "cutoff" says no solution beats it. Both stop
+after :func:`node_limit` branch-and-bound nodes (per stage, :data:`NODES_PER_S` per second of the time
+limit), a rule that gives the same answer on any machine; the wall-clock ``time_limit_s`` is a
+backstop behind it, and
+``PlacementResult.stopped_by`` says which limit, if any, ended a solve.
 """
 
 from __future__ import annotations
@@ -112,11 +128,25 @@ except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallbac
 _COEFFS = tuple(f.name for f in fields(LayerCost))
 
 
+NODES_PER_S = 50
+"""branch-and-bound nodes a solve may take per second of its time limit (:func:`node_limit`).
+Measured on these ILPs on one core: 275 (pp 16, vp 4, per-block recompute) to 500 (the 576-GPU
+Llama 3.1 405B run: 108 nodes to its optimum) nodes per CPU second, so the node limit stops a
+solve before the clock does unless the machine runs it 5-10 times slower than an idle core."""
+
+
+def node_limit(time_limit_s: float) -> int:
+    """Nodes after which either solver stops (each stage of a solve): the stopping rule that does
+    not depend on the machine's load; the wall-clock ``time_limit_s`` is a backstop behind it
+    (``PlacementResult.stopped_by`` says which stopped a solve)."""
+    return max(1, math.ceil(NODES_PER_S * time_limit_s))
+
+
 @dataclass
 class PlacementResult:
     status: str
-    """optimal | feasible (time limit hit with a solution) | timeout (hit with none) | infeasible |
-    cutoff (no solution beats the incumbent; bound = the incumbent)"""
+    """optimal | feasible (a node or time limit hit with a solution) | timeout (hit with none) |
+    infeasible | cutoff (no solution beats the incumbent; bound = the incumbent)"""
     stages: list[list[str]]
     objective: float
     """predicted step time (s), or peak memory (bytes) with objective='memory'"""
@@ -125,19 +155,39 @@ class PlacementResult:
     wall_s: float
     recompute_layers: dict[str, str] | None = None
     """per-layer recompute modes, when the ILP chose them"""
+    stopped_by: str | None = None
+    """"nodes" (:func:`node_limit`: the same answer on any machine) or "time" (the wall-clock
+    backstop: the answer may depend on the machine's load) when a limit ended the solve (either
+    stage) early"""
 
 
-def _cbc(time_limit_s: float | None, gap_rel: float | None) -> pulp.LpSolver:
+def _cbc(time_limit_s: float | None, gap_rel: float | None, nodes: int | None = None) -> pulp.LpSolver:
     """The CBC binary that ships inside pulp (pulp 3 marks the class deprecated in favour of a
-    separately installed CBC; the bundled one is what every machine here has)."""
+    separately installed CBC; the bundled one is what every machine here has), stopping after
+    ``nodes`` branch-and-bound nodes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        kw = {"msg": False}
+        kw = {"msg": False} if nodes is None else {"msg": False, "maxNodes": nodes}
         if time_limit_s is not None:
             kw["timeLimit"] = max(1, int(math.ceil(time_limit_s)))
         if gap_rel is not None:
             kw["gapRel"] = gap_rel
         return pulp.PULP_CBC_CMD(**kw)
+
+
+class _HiGHS(pulp.HiGHS):
+    """pulp's HiGHS, also when a node limit stopped it (``kSolutionLimit``, a status pulp 3.3
+    has no entry for: it assigns the values, then raises KeyError)."""
+
+    def findSolutionValues(self, lp):
+        try:
+            return super().findSolutionValues(lp)
+        except KeyError:
+            if lp.solverModel.getModelStatus() != highspy.HighsModelStatus.kSolutionLimit:
+                raise
+            has_solution = lp.solverModel.getInfo().primal_solution_status == 2
+            return pulp.LpStatusNotSolved, (pulp.LpSolutionIntegerFeasible if has_solution
+                                            else pulp.LpSolutionNoSolutionFound)
 
 
 SOLVERS = ("auto", "highs", "cbc")
@@ -190,6 +240,8 @@ class PlacementILP:
         """objective value to beat (cutoff): solutions no better are not wanted"""
         self.hopeless: str | None = None
         """set when the formulation proves before solving that it is infeasible or cut off"""
+        self.stopped_by: str | None = None
+        """which limit ended the last solve early ("nodes", "time"), or None"""
         self.mode_costs = mode_costs
         self.layout = layout
         self.order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["index"])
@@ -351,53 +403,89 @@ class PlacementILP:
             return PlacementResult(self.hopeless, [], math.inf, bound, time.perf_counter() - t0)
         kind = resolve_solver(solver)
         run = self._run_highs if kind == "highs" else self._run_cbc
-        state, solver_bound = run(time_limit_s, gap_rel)
+        self.stopped_by = None
+        nodes = node_limit(time_limit_s)
+        state, solver_bound = run(time_limit_s, gap_rel, nodes)
+        obj = float(pulp.value(self.prob.objective)) * scale if state in ("optimal", "feasible") else math.inf
+        if state in ("optimal", "feasible") and (self.incumbent is None or obj <= self.incumbent * (1 + 1e-9)):
+            self._break_ties(run, obj / scale, time_limit_s - (time.perf_counter() - t0), gap_rel, nodes)
         wall = time.perf_counter() - t0
         bound = max(solver_bound * scale, self.relaxation_bound())
-        obj = float(pulp.value(self.prob.objective)) * scale if state in ("optimal", "feasible") else math.inf
         if self.incumbent is not None and obj > self.incumbent * (1 + 1e-9):
             # nothing better than the incumbent was found (HiGHS takes objective_bound as a hint:
             # its presolve may still return a worse optimum)
             if state in ("optimal", "infeasible") or bound >= self.incumbent:
                 return PlacementResult("cutoff", [], math.inf, self.incumbent, wall)
-            return PlacementResult("timeout", [], math.inf, bound, wall)
+            return PlacementResult("timeout", [], math.inf, bound, wall, stopped_by=self.stopped_by)
         if state in ("infeasible", "timeout"):
-            return PlacementResult(state, [], math.inf, math.inf if state == "infeasible" else bound, wall)
+            return PlacementResult(state, [], math.inf, math.inf if state == "infeasible" else bound, wall,
+                                   stopped_by=self.stopped_by)
         stages = self.stages()                      # read the solution before any other solve
         modes = self.recompute_layers(stages)
         return PlacementResult(state, stages, obj, obj if state == "optimal" else min(obj, bound), wall,
-                               recompute_layers=modes)
+                               recompute_layers=modes, stopped_by=self.stopped_by)
+
+    def tie_break(self):
+        """A second objective, minimised among the placements as good as the optimum (None: none)."""
+        return None
+
+    def _break_ties(self, run, optimum: float, time_left_s: float, gap_rel: float, nodes: int) -> None:
+        """Lexicographic second stage: with the objective held at ``optimum``, minimise
+        :meth:`tie_break`. Equal-cost placements are then chosen by a rule, not by where the
+        solver happened to be when it proved the optimum. Keeps the first stage's solution when the
+        second finds none; the problem's objective is the first one again afterwards (the level row
+        stays: the problem is not solved again)."""
+        second = self.tie_break()
+        if second is None or time_left_s <= 0:
+            return
+        first = self.prob.objective
+        kept = {v.name: v.value() for v in self.prob.variables()}
+        self.prob += first <= optimum + 1e-9 * abs(optimum), "tie_break_level"
+        self.prob.setObjective(second)
+        try:
+            state, _ = run(time_left_s, gap_rel, nodes, cutoff=False)
+        finally:
+            self.prob.setObjective(first)
+        if state not in ("optimal", "feasible"):
+            for v in self.prob.variables():
+                v.varValue = kept.get(v.name)
 
     def _cutoff(self) -> float | None:
         if self.incumbent is None:
             return None
         return self.incumbent * (1 + 1e-9) / (GIB if self.objective == "memory" else 1.0)
 
-    def _run_cbc(self, time_limit_s: float, gap_rel: float) -> tuple[str, float]:
-        """(optimal | feasible | timeout | infeasible, bound in objective units)."""
-        cutoff = self._cutoff()
+    def _run_cbc(self, time_limit_s: float, gap_rel: float, nodes: int, cutoff: bool = True) -> tuple[str, float]:
+        """(optimal | feasible | timeout | infeasible, bound in objective units). ``cutoff``: beat the
+        incumbent (off for the tie-break stage, whose objective is another)."""
+        cutoff = self._cutoff() if cutoff else None
         if cutoff is not None:       # CBC through pulp takes no cutoff: a row instead
             self.prob += self.prob.objective <= cutoff, "cutoff"
-        self.prob.solve(_cbc(time_limit_s, gap_rel))
+        t0 = time.perf_counter()
+        self.prob.solve(_cbc(time_limit_s, gap_rel, nodes))
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             return "infeasible", math.inf
-        if any(v.cat == pulp.LpInteger and abs((v.value() or 0) - round(v.value() or 0)) > 1e-6
-               for v in self.prob.variables()):
-            # CBC stopped at its time limit before finding an integer solution
-            return "timeout", self._lp_bound()
         if self.prob.sol_status == pulp.LpSolutionOptimal and pulp.LpStatus[self.prob.status] == "Optimal":
             return "optimal", -math.inf
+        # stopped early; pulp does not say by which limit (CBC's time limit is whole seconds)
+        self.stopped_by = "time" if time.perf_counter() - t0 >= 0.99 * math.ceil(time_limit_s) else "nodes"
+        if any(v.cat == pulp.LpInteger and abs((v.value() or 0) - round(v.value() or 0)) > 1e-6
+               for v in self.prob.variables()):
+            # CBC stopped at a limit before finding an integer solution
+            return "timeout", self._lp_bound()
         values = {v.name: v.value() for v in self.prob.variables()}
         bound = self._lp_bound()
         for v in self.prob.variables():      # the relaxation overwrote them: restore the solution
             v.varValue = values[v.name]
         return "feasible", bound
 
-    def _run_highs(self, time_limit_s: float, gap_rel: float) -> tuple[str, float]:
-        """(optimal | feasible | timeout | infeasible, HiGHS's dual bound in objective units)."""
+    def _run_highs(self, time_limit_s: float, gap_rel: float, nodes: int, cutoff: bool = True) -> tuple[str, float]:
+        """(optimal | feasible | timeout | infeasible, HiGHS's dual bound in objective units).
+        ``cutoff``: beat the incumbent (off for the tie-break stage)."""
         _silence_highs_banner()
-        kw = {} if self._cutoff() is None else {"objective_bound": self._cutoff()}
-        self.prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel, threads=1, **kw))
+        kw = {} if self._cutoff() is None or not cutoff else {"objective_bound": self._cutoff()}
+        self.prob.solve(_HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel, threads=1,
+                               mip_max_nodes=nodes, **kw))
         h = self.prob.solverModel
         info = h.getInfo()
         status = h.getModelStatus()
@@ -406,6 +494,10 @@ class PlacementILP:
             return "optimal", -math.inf
         if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
             return "infeasible", math.inf
+        if status == highspy.HighsModelStatus.kSolutionLimit:    # mip_max_nodes
+            self.stopped_by = "nodes"
+        elif status == highspy.HighsModelStatus.kTimeLimit:
+            self.stopped_by = "time"
         if not has_solution:
             if status == highspy.HighsModelStatus.kObjectiveBound:
                 return "infeasible", math.inf
@@ -573,6 +665,24 @@ class TiedChainILP(PlacementILP):
         self.add_selective_used()
         self.add_symmetry()
 
+    def add_chunks(self) -> None:
+        """chunk_j, and fullest: C is at least the fullest chunk's block count K (an integer) times
+        the fastest block, plus the least fixed part of any chunk. Without it the LP spreads a rank's
+        blocks evenly over its chunks (C >= n[r]/vp blocks) and branch and bound closes that gap
+        one chunk at a time: the 576-GPU Llama 3.1 405B run (pp 9, vp 7, 126 blocks) stopped at
+        its 10 s limit 0.8% from its bound."""
+        super().add_chunks()
+        if self.C is None:
+            return
+        self.K = self.var("K_fullest_chunk_blocks", 0, self.N, cat=pulp.LpInteger)
+        least_fixed = math.inf
+        for j in range(self.S):
+            self.prob += self.K >= self.n_chunk(j), f"fullest_c{j}"
+            t = self.chunk_time(j)      # its fixed part: the first/last layers, the send (z0 at its least)
+            least_fixed = min(least_fixed, t.constant + min(0.0, t.get(self.z0, 0.0)))
+        fastest = min(self.chain.block_time_s(c) for c in self.modes)
+        self.prob += self.C >= fastest * self.K + least_fixed, "fullest"
+
     def add_blocks(self) -> None:
         """blocks: every block on exactly one rank."""
         self.prob += pulp.lpSum(self.n.values()) == self.N, "blocks"
@@ -682,6 +792,32 @@ class TiedChainILP(PlacementILP):
             return [row(n, n, g) for (n,), (g,) in memory_moments(self.layout, r, self.late_grads)]
         rows = [row(inflight_microbatches(self.layout, r), self.chain.held_inflight[r], self.chain.grads_inflight[r])]
         return rows + super().memory_exprs(r)
+
+    def tie_break(self):
+        """even_r (interleaved, time objective): the spread of each rank's chunks, hi[r] - lo[r] with
+        lo[r] <= n(j) <= hi[r] over its chunks j, summed over ranks; then, below one block of
+        spread, sum_j h_j n(j) / (1 + N sum_j h_j) with h_j the most micro-batches chunk j ever
+        holds (:func:`autoplan.plan.schedules.memory_moments`). The pipeline term counts only the
+        slowest chunk, so once one chunk must hold an extra block the cost model cannot tell
+        [2, 2, 3, 2] from [1, 3, 3, 2]; the even one is what the schedule runs best (uneven chunks
+        stall its steady state: :func:`autoplan.plan.schedules.pipeline_s`), and the extra block
+        goes where it is held for fewest micro-batches (a linear stand-in for the peak memory: the
+        peak's own rows made this stage several times the first one's work, as did continuous
+        hi/lo; with these it is integral at its root)."""
+        if self.C is None or self.objective != "time":
+            return None
+        spread, held = [], []
+        for r in range(self.p):
+            hi = self.var(f"even_hi_r{r}", 0, self.N, cat=pulp.LpInteger)
+            lo = self.var(f"even_lo_r{r}", 0, self.N, cat=pulp.LpInteger)
+            moments = memory_moments(self.layout, r, self.late_grads)
+            for i, j in enumerate(self.chunks_of(r)):
+                self.prob += hi >= self.n_chunk(j), f"even_hi_c{j}"
+                self.prob += lo <= self.n_chunk(j), f"even_lo_c{j}"
+                held.append((max(h[i] for h, _ in moments), j))
+            spread.append(hi - lo)
+        scale = 1.0 / (1 + self.N * sum(h for h, _ in held))
+        return pulp.lpSum(spread) + scale * pulp.lpSum(h * self.n_chunk(j) for h, j in held)
 
     def set_objective(self) -> None:
         super().set_objective()

@@ -74,6 +74,8 @@ class SearchOptions:
     top_k: int = 5
     """layouts to keep: the best and runner-ups among those the search solved (0 or 1: the best only)"""
     ilp_time_limit_s: float = 10.0
+    """wall-clock backstop per placement ILP; its node limit (:func:`autoplan.plan.ilp.node_limit`)
+    follows from it and is what stops a solve, the same way on any machine"""
     mixed_recompute_time_limit_s: float = 2.0
     """solver time limit for ILPs that also choose per-block recompute (the gap is reported)"""
     gap_rel: float = 1e-6
