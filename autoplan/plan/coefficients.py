@@ -221,16 +221,17 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     is_block = kind.tp_shardable and not (stack is not None and kind_name in VOCAB_KINDS)
     act, full_act = _activation_bytes(sh, kind, shard, is_block, out_b * layout.cp)
     act, full_act = act / layout.cp, full_act / layout.cp
-    compute, recompute, tp_comm, optimizer, slow, cp_measured = _time_terms(sh, kind_name, kind, shard, is_block,
-                                                                         out_b)
+    tt = _time_terms(sh, kind_name, kind, shard, is_block, out_b)
+    compute, recompute, tp_comm = tt.compute_s, tt.recompute_s, tt.tp_comm_s
+    optimizer, slow = tt.optimizer_s, tt.slowdown
     p2p = _p2p_s(sh, kind_name, shard, out_b)
     if sh.pipe is not None and p2p > 0:
         # measured in groups (per_chunk_s, evaluate) at the runs' micro-batch: only larger messages add
         measured_b = kind.timing(sh.pipe.mbs).output_bytes * sh.act_scale
         p2p = extra_message_s(lambda b: _p2p_s(sh, kind_name, shard, b) / 2, out_b, measured_b)
     cp_comm, kv_gathered = _context_parallel_terms(sh, t, shard, is_block)
-    if cp_measured is not None:       # measured in groups: in place of the analytic exchange
-        cp_comm = cp_measured
+    if tt.cp_comm_s is not None:       # measured in groups: in place of the analytic exchange
+        cp_comm = tt.cp_comm_s
     act += kv_gathered
     params = kind.param_count / shard
     grad_bytes = params * sh.g_b          # what DDP all-reduces, FSDP reduce-scatters (its reduce dtype)
@@ -308,12 +309,24 @@ def _activation_bytes(sh: _Shared, kind, shard: int, is_block: bool, out_b: floa
     return act, full_act
 
 
-def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
-                out_b: float) -> tuple[float, float, float, float, float, float | None]:
-    """(compute, recompute, tp_comm, optimizer, slowdown, cp_comm) of one layer, from the best source
-    the profile has (:mod:`autoplan.plan.coefficient_sources`); ``cp_comm`` is None unless the block
-    was measured under the layout's cp in groups (:func:`in_group_cp_terms`; else the analytic
-    exchange of :func:`_context_parallel_terms` applies)."""
+@dataclass(frozen=True)
+class _TimeTerms:
+    """One layer's time terms per micro-batch (optimizer: per step) before calibration."""
+
+    compute_s: float
+    recompute_s: float
+    tp_comm_s: float
+    optimizer_s: float
+    slowdown: float
+    """the cluster's compute slowdown for figures measured alone (1: measured in groups, or analytic)"""
+    cp_comm_s: float | None = None
+    """measured under the layout's cp in groups (:func:`in_group_cp_terms`); None: the analytic
+    exchange of :func:`_context_parallel_terms` applies"""
+
+
+def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool, out_b: float) -> _TimeTerms:
+    """One layer's time terms from the best source the profile has
+    (:mod:`autoplan.plan.coefficient_sources`)."""
     layout, stack = sh.layout, sh.stack
     mode = sh.mode if is_block else "none"
     measured = in_group_terms(kind, layout, layout.mbs, shard, sh.world, mode, sh.attn_flop_frac,
@@ -328,9 +341,9 @@ def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
                  if cp > 1 and is_block else None)
         if in_cp is not None:      # measured under this cp: a cp rank's compute, TP's share, and the rest
             compute, recompute, tp_comm, cp_comm = in_cp
-            return compute * sh.f_compute, recompute * sh.f_compute, tp_comm, optimizer, 1.0, cp_comm
+            return _TimeTerms(compute * sh.f_compute, recompute * sh.f_compute, tp_comm, optimizer, 1.0, cp_comm)
         # measured with every device working at once, at cp = 1: a cp rank does 1/cp of it
-        return compute / cp, recompute / cp, tp_comm / cp, optimizer, 1.0, None
+        return _TimeTerms(compute / cp, recompute / cp, tp_comm / cp, optimizer, 1.0)
     # a cp rank's work: 1/cp of each sequence's tokens and (load-balanced) of its attention, i.e. the
     # layer's time at a micro-batch of mbs/cp sequences (the profile's fit in mbs keeps its fixed costs)
     t = kind.timing(layout.mbs / cp if cp > 1 else layout.mbs, shard)
@@ -347,7 +360,7 @@ def _time_terms(sh: _Shared, kind_name: str, kind, shard: int, is_block: bool,
     optimizer = opt_rate * kind.param_count / shard / (layout.grad_group if sh.fsdp else 1)
     # layers are profiled alone; in training every device computes at once
     slow = sh.cluster.device.compute_slowdown if sh.profile.source == "measured" else 1.0
-    return compute, recompute, tp_comm, optimizer, slow, None
+    return _TimeTerms(compute, recompute, tp_comm, optimizer, slow)
 
 
 def _context_parallel_terms(sh: _Shared, t, shard: int, is_block: bool) -> tuple[float, float]:
