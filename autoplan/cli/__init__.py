@@ -113,8 +113,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         # SIGINT/SIGTERM raise Interrupted (a BaseException that click and typer leave alone).
         with interrupts_raise(), _warnings_as_lines():
             code = app(args=argv, standalone_mode=False)
-        if interrupt_received() is not None:    # swallowed by a library, and the command ran on
-            _interrupted(interrupt_received())
+        swallowed = interrupt_received()
+        if swallowed is not None:    # swallowed by a library, and the command ran on
+            _interrupted(swallowed)
     except Interrupted as e:
         _interrupted(e.signum)
     except (KeyboardInterrupt, typer.Abort):

@@ -165,6 +165,8 @@ class _Shared:
     f_optimizer: float
     pipe: PipelineCosts | None
     """what the pipelines measured in groups of ``world`` processes cost beyond their layers"""
+    output_kinds: frozenset[str]
+    """kinds of the layers that make the model's output (the logits: the loss's input)"""
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
@@ -198,7 +200,14 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         opt_temp_b=4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0,
         parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
-        pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None)
+        pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None,
+        output_kinds=_output_kinds(profile))
+
+
+def _output_kinds(profile: ModelProfile) -> frozenset[str]:
+    from autoplan.plan.memory import model_outputs     # memory.py imports this module
+    outputs = set(model_outputs(profile.layer_names(), profile.edges))
+    return frozenset(info.kind for info in profile.layers if info.name in outputs)
 
 
 def layer_costs(profile: ModelProfile, cluster: ClusterProfile, layout: Layout,
@@ -270,10 +279,7 @@ def _loss_gradient_bytes(sh: _Shared, kind_name: str, out_b: float) -> float:
     """``LayerCost.backward_transient_bytes`` of a layer kind: the loss's two fp32 gradients for a
     kind whose output is the model's (the logits) under autoplan's executor, else 0 (its output's
     gradient, ``out_bytes``; other stacks' losses are fused, vocabulary-parallel or not modelled)."""
-    if not sh.executor:
-        return 0.0
-    consumed = {u for u, _ in sh.profile.edges}
-    if not any(l.kind == kind_name and l.name not in consumed for l in sh.profile.layers):
+    if not sh.executor or kind_name not in sh.output_kinds:
         return 0.0
     return out_b / sh.prec_b * LOSS_GRADIENT_BYTES_PER_LOGIT
 

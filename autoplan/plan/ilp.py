@@ -458,9 +458,9 @@ class PlacementILP:
     def _run_cbc(self, time_limit_s: float, gap_rel: float, nodes: int, cutoff: bool = True) -> tuple[str, float]:
         """(optimal | feasible | timeout | infeasible, bound in objective units). ``cutoff``: beat the
         incumbent (off for the tie-break stage, whose objective is another)."""
-        cutoff = self._cutoff() if cutoff else None
-        if cutoff is not None:       # CBC through pulp takes no cutoff: a row instead
-            self.prob += self.prob.objective <= cutoff, "cutoff"
+        beat = self._cutoff() if cutoff else None
+        if beat is not None:       # CBC through pulp takes no cutoff: a row instead
+            self.prob += self.prob.objective <= beat, "cutoff"
         t0 = time.perf_counter()
         self.prob.solve(_cbc(time_limit_s, gap_rel, nodes))
         if self.prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
@@ -483,7 +483,8 @@ class PlacementILP:
         """(optimal | feasible | timeout | infeasible, HiGHS's dual bound in objective units).
         ``cutoff``: beat the incumbent (off for the tie-break stage)."""
         _silence_highs_banner()
-        kw = {} if self._cutoff() is None or not cutoff else {"objective_bound": self._cutoff()}
+        beat = self._cutoff() if cutoff else None
+        kw = {} if beat is None else {"objective_bound": beat}
         self.prob.solve(_HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel, threads=1,
                                mip_max_nodes=nodes, **kw))
         h = self.prob.solverModel
