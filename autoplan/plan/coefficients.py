@@ -205,8 +205,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
 
 
 def _output_kinds(profile: ModelProfile) -> frozenset[str]:
-    from autoplan.plan.memory import model_outputs     # memory.py imports this module
-    outputs = set(model_outputs(profile.layer_names(), profile.edges))
+    outputs = set(profile.output_layers())
     return frozenset(info.kind for info in profile.layers if info.name in outputs)
 
 

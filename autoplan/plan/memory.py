@@ -11,6 +11,7 @@ from autoplan.plan.coefficients import LayerCost
 from autoplan.plan.groups import data_parallel_wrapper
 from autoplan.plan.plan import Layout
 from autoplan.plan.schedules import peak_inflight_bytes
+from autoplan.profile.formats import model_outputs
 
 
 def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collection[str] = ()) -> int:
@@ -73,12 +74,6 @@ def rank_buffer_bytes(crossings: list[list[tuple[str, str]]], costs: dict[str, L
             buf[b % pp] += costs[u].buffer_bytes
             buf[(b + 1) % pp] += costs[u].buffer_bytes
     return buf
-
-
-def model_outputs(names: Sequence[str], edges: list[tuple[str, str]]) -> list[str]:
-    """The layers no other layer consumes (the head: what the last chunk returns)."""
-    consumed = {u for u, _ in edges}
-    return [n for n in names if n not in consumed]
 
 
 def chunk_held_bytes(crossings: list[list[tuple[str, str]]], stages: list[list[str]], costs: dict[str, LayerCost],

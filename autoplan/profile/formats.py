@@ -29,6 +29,7 @@ the gathered output of an all-gather, the input of a reduce-scatter, the message
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -311,6 +312,12 @@ def _layer_kind(v: Any, where: str) -> LayerKindProfile:
                             group_timings=_group_timings(v.get("group_timings", []), f"{where}.group_timings"))
 
 
+def model_outputs(names: Sequence[str], edges: list[tuple[str, str]]) -> list[str]:
+    """The layers no other layer consumes (the head: what the last chunk returns)."""
+    consumed = {u for u, _ in edges}
+    return [n for n in names if n not in consumed]
+
+
 @dataclass
 class ModelProfile:
     model_spec: str
@@ -347,6 +354,10 @@ class ModelProfile:
     # -- helpers -------------------------------------------------------------------------
     def layer_names(self) -> list[str]:
         return [l.name for l in self.layers]
+
+    def output_layers(self) -> list[str]:
+        """The layers no other layer consumes (the head: what the model returns)."""
+        return model_outputs(self.layer_names(), self.edges)
 
     def kind_of(self, name: str) -> LayerKindProfile:
         for l in self.layers:
