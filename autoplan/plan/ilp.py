@@ -134,6 +134,12 @@ Measured on these ILPs on one core: 275 (pp 16, vp 4, per-block recompute) to 50
 Llama 3.1 405B run: 108 nodes to its optimum) nodes per CPU second, so the node limit stops a
 solve before the clock does unless the machine runs it 5-10 times slower than an idle core."""
 
+TIE_LEVEL_REL = 1e-6
+"""the tie-break stage keeps the objective within this fraction of the optimum: placements that
+differ by rounding in the costs' last digits are ties (CBC and HiGHS found optima 1e-8 apart on the
+576-GPU Llama 3.1 405B run; a 1e-9 level let CBC keep an uneven placement), while any real difference
+(a block's time is 1e-3 of a step or more) is not"""
+
 
 def node_limit(time_limit_s: float) -> int:
     """Nodes after which either solver stops (each stage of a solve): the stopping rule that does
@@ -430,7 +436,8 @@ class PlacementILP:
         return None
 
     def _break_ties(self, run, optimum: float, time_left_s: float, gap_rel: float, nodes: int) -> None:
-        """Lexicographic second stage: with the objective held at ``optimum``, minimise
+        """Lexicographic second stage: with the objective held at ``optimum`` (within
+        :data:`TIE_LEVEL_REL`), minimise
         :meth:`tie_break`. Equal-cost placements are then chosen by a rule, not by where the
         solver happened to be when it proved the optimum. Keeps the first stage's solution when the
         second finds none; the problem's objective is the first one again afterwards (the level row
@@ -440,7 +447,7 @@ class PlacementILP:
             return
         first = self.prob.objective
         kept = {v.name: v.value() for v in self.prob.variables()}
-        self.prob += first <= optimum + 1e-9 * abs(optimum), "tie_break_level"
+        self.prob += first <= optimum + TIE_LEVEL_REL * abs(optimum), "tie_break_level"
         self.prob.setObjective(second)
         try:
             state, _ = run(time_left_s, gap_rel, nodes, cutoff=False)
