@@ -65,3 +65,19 @@ def test_profile_options_go_with_the_command_that_takes_them(capsys, tmp_path):
         "error: autoplan profile needs --model M and --nproc N (it measures both; or use profile model / "
         "profile cluster)"])
     assert not (tmp_path / "c.json").exists() and not Path("model.json").exists()
+
+
+def test_a_plan_beyond_the_measured_micro_batch_sizes_says_so_with_the_command():
+    """A measured profile timed at mbs 1, 2, 4: a plan at mbs 8 is costed from an extrapolation and its
+    explanation says so, with the command that measures mbs 8; one at a measured size says nothing."""
+    import warnings
+
+    from autoplan.plan.api import solve
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        beyond = solve(str(ALONE), str(PROFILES / "cpu-2proc.json"), 16, layout="dp=2,mbs=8")
+        inside = solve(str(ALONE), str(PROFILES / "cpu-2proc.json"), 16, layout="dp=2,mbs=4")
+    note = [l for l in beyond.explanation if "micro-batch size 8" in l]
+    assert len(note) == 1 and "(1, 2, 4)" in note[0], beyond.explanation
+    assert note[0].endswith(f"--out {ALONE} --mbs 1,2,4,8 --nproc 2"), note[0]
+    assert not any("micro-batch size" in l for l in inside.explanation), inside.explanation

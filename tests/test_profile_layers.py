@@ -147,3 +147,19 @@ def test_the_loss_backward_holds_what_the_cost_model_counts(tiny_events, precisi
     counted = max(head.out_bytes, head.backward_transient_bytes)
     assert 0.9 * held <= counted <= 1.1 * held, (counted, held, head.out_bytes)
     assert max(head.out_bytes, costs["block.0"].backward_transient_bytes) < 0.6 * held   # the rule it replaces
+
+
+def test_times_at_unmeasured_micro_batch_sizes():
+    """Between measured sizes: the line between the two neighbours (the measurements themselves are
+    kept); beyond them: never cheaper per sample than the nearest measured size, and following a
+    per-sample cost that rises (the CPU case: 2-process SwiGLU model, 0.300 s/sample at mbs 4 and 0.313 at
+    8, where a least-squares line through 1, 2, 4 had given 0.256)."""
+    from autoplan.profile.formats import mbs_curve
+    xs, ys = [1, 2, 4], [0.34, 0.60, 1.08]
+    assert [mbs_curve(xs, ys, x) for x in xs] == ys
+    assert mbs_curve(xs, ys, 3) == pytest.approx(0.84)
+    assert mbs_curve(xs, ys, 8) == pytest.approx(1.08 * 2)           # falling per-sample cost: held at mbs 4's
+    assert mbs_curve([2, 4], [0.5, 1.2], 8) == pytest.approx(2.6)     # rising: the line through the last two
+    assert mbs_curve([2, 4], [0.6, 1.0], 1) == pytest.approx(0.4)     # below: the line (dearer per sample)
+    assert mbs_curve([2, 4], [0.5, 1.2], 1) == pytest.approx(0.25)    # ... never cheaper than at mbs 2
+    assert mbs_curve([4], [1.0], 8) == pytest.approx(2.0)

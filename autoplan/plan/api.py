@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from autoplan.errors import AutoplanWarning, InfeasibleError, InputError, LayoutError
 from autoplan.jsonio import read_json
-from autoplan.plan.coefficient_sources import in_group_advice
+from autoplan.plan.coefficient_sources import in_group_advice, unmeasured_mbs_note
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
@@ -30,7 +30,7 @@ from autoplan.profile.hardware import GIB
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 ANALYTIC_MBS = (1, 2, 4, 8)
-"""micro-batch sizes an analytic profile times exactly (others: linear between these)"""
+"""micro-batch sizes an analytic profile times exactly (others: :func:`autoplan.profile.formats.mbs_curve`)"""
 
 if TYPE_CHECKING:    # importing the planner must not import torch
     from autoplan.models.source import ModelSource
@@ -275,6 +275,9 @@ def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: b
     alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)
     plan = pb.plan(chosen.layout, chosen.predicted, res.solver, alternatives=alts)
     plan.explanation = explain(plan)
+    note = unmeasured_mbs_note(pb.profile, pb.cluster, pb.model_spec, chosen.layout.mbs)
+    if note:
+        plan.explanation.append(note)
     return plan
 
 

@@ -156,19 +156,41 @@ def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -
         return ""
     measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
     where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
+    cmd, then = _profile_command(profile, cluster, spec, measured_mbs(profile))
+    return (f"the model profile {spec if spec.endswith('.json') else f'of {spec}'} was measured {where}, not in "
+            f"groups of the cluster's {world} processes: layouts are costed from parts measured alone, which "
+            f"under-predicts collectives and shared cores; measure it: {cmd}{then}")
+
+
+def measured_mbs(profile: ModelProfile) -> list[int]:
+    """The micro-batch sizes the profile's layers were timed at."""
+    return sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
+
+
+def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: list[int]) -> tuple[str, str]:
+    """(the ``profile model`` command that measures ``profile`` again at ``mbs`` on ``cluster``'s
+    processes, what to do with its output)."""
     is_file = spec.endswith(".json")
     out = spec if is_file else "model.json"
-    mbs = sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
     cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
-           f"--mbs {','.join(map(str, mbs))} --nproc {world}")
+           f"--mbs {','.join(map(str, mbs))} --nproc {cluster.world_size}")
     if cluster.device.type == "cuda":
         cmd += " --device cuda"
     if profile.precision != ("bf16" if cluster.device.type == "cuda" else "fp32"):     # profile model's default
         cmd += f" --precision {profile.precision}"
-    then = "" if is_file else f", then pass --model {out}"
-    return (f"the model profile {spec if is_file else f'of {spec}'} was measured {where}, not in groups of the "
-            f"cluster's {world} processes: layouts are costed from parts measured alone, which under-predicts "
-            f"collectives and shared cores; measure it: {cmd}{then}")
+    return cmd, ("" if is_file else f", then pass --model {out}")
+
+
+def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: int) -> str:
+    """One line where a plan's micro-batch size ``mbs`` lies outside the sizes a measured profile timed
+    (its times then come from :func:`autoplan.profile.formats.mbs_curve`), with the command that
+    measures it; the empty string otherwise."""
+    sizes = measured_mbs(profile)
+    if profile.source != "measured" or not sizes or mbs in sizes or sizes[0] < mbs < sizes[-1]:
+        return ""
+    cmd, then = _profile_command(profile, cluster, spec, sorted({*sizes, mbs}))
+    return (f"note: micro-batch size {mbs} lies beyond the measured sizes ({', '.join(map(str, sizes))}); its "
+            f"times are extrapolated, no cheaper per sample than the nearest measured size; measure it: {cmd}{then}")
 
 
 def composition_factors(profile: ModelProfile, world: int, mbs: int) -> tuple[float, float]:

@@ -200,8 +200,8 @@ class LayerKindProfile:
 
     def group_timing(self, mbs: int, *, world: int, tp: int = 1, sp: int = 0, dp: int = 1,
                      cp: int = 1) -> GroupTiming | None:
-        """The in-group figures at (world, tp, sp, dp, cp) for ``mbs``: measured, or linear in mbs
-        through the measured sizes (times per micro-batch grow with it; the optimizer does not).
+        """The in-group figures at (world, tp, sp, dp, cp) for ``mbs``: measured, or from the measured
+        sizes by :func:`mbs_curve` (times per micro-batch grow with it; the optimizer does not).
         None when that combination was not measured."""
         return _fit_group(self.group_timings, mbs, (world, tp, sp, dp, cp))
 
@@ -209,8 +209,8 @@ class LayerKindProfile:
         return {g.world for g in self.group_timings}
 
     def timing(self, mbs: int, tp: int = 1) -> LayerTiming:
-        """The timing at (mbs, tp): measured if present, else fitted linearly in mbs from the
-        measurements at the nearest TP degree (scaled by tp ratio for shardable layers)."""
+        """The timing at (mbs, tp): measured if present, else from the measured sizes by
+        :func:`mbs_curve` at the nearest TP degree (scaled by tp ratio for shardable layers)."""
         for t in self.timings:
             if t.mbs == mbs and t.tp == tp:
                 return t
@@ -222,7 +222,7 @@ class LayerKindProfile:
         scale = (base_tp / tp) if self.tp_shardable else 1.0
 
         def fit(attr: str) -> float:
-            return max(0.0, linear_fit([t.mbs for t in pts], [float(getattr(t, attr)) for t in pts], mbs))
+            return max(0.0, mbs_curve([t.mbs for t in pts], [float(getattr(t, attr)) for t in pts], mbs))
 
         def per_sample(attr: str) -> int:
             # memory is proportional to the micro-batch size: use the largest measurement
@@ -244,8 +244,8 @@ class LayerKindProfile:
 
 
 def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, int, int]) -> GroupTiming | None:
-    """The figures with ``key`` (world, tp, sp, dp, cp) at ``mbs``: measured, or linear in mbs through
-    the measured sizes (the optimizer does not depend on mbs); None when none has that key."""
+    """The figures with ``key`` (world, tp, sp, dp, cp) at ``mbs``: measured, or from the measured
+    sizes by :func:`mbs_curve` (the optimizer does not depend on mbs); None when none has that key."""
     pts = sorted((g for g in timings if g.key() == key), key=lambda g: g.mbs)
     if not pts:
         return None
@@ -255,22 +255,31 @@ def _fit_group(timings: list[GroupTiming], mbs: int, key: tuple[int, int, int, i
     xs = [g.mbs for g in pts]
 
     def fit(attr: str) -> float:
-        return max(0.0, linear_fit(xs, [float(getattr(g, attr)) for g in pts], mbs))
+        return max(0.0, mbs_curve(xs, [float(getattr(g, attr)) for g in pts], mbs))
     world, tp, sp, dp, cp = key
     return GroupTiming(world=world, mbs=mbs, tp=tp, sp=sp, dp=dp, cp=cp, forward_s=fit("forward_s"),
                        backward_s=fit("backward_s"), backward_sync_s=fit("backward_sync_s"),
                        optimizer_s=pts[-1].optimizer_s, optimizer_sgd_s=pts[-1].optimizer_sgd_s)
 
 
-def linear_fit(xs: list[int], ys: list[float], x: float) -> float:
-    """Least-squares line through (xs, ys) evaluated at ``x``; through the origin for one point."""
-    if len(xs) == 1:
+def mbs_curve(xs: list[int], ys: list[float], x: float) -> float:
+    """A time per micro-batch measured at the sizes ``xs`` (ascending), at size ``x``: between two
+    measured sizes the straight line between them; beyond the measured ones the line through the two
+    nearest, but never cheaper per sample than the nearest measured size (a larger micro-batch is not
+    assumed more efficient than measured: on CPUs it often is not, once its activations leave the
+    caches); one measured size: proportional to the size."""
+    if len(xs) == 1 or x <= 0:
         return ys[0] * x / xs[0]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((a - mx) ** 2 for a in xs)
-    slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sxx
-    return my - slope * mx + slope * x
+    if x > xs[-1]:
+        (x0, y0), (x1, y1) = (xs[-2], ys[-2]), (xs[-1], ys[-1])
+        return max(y1 * x / x1, y1 + (y1 - y0) / (x1 - x0) * (x - x1))
+    if x < xs[0]:
+        (x0, y0), (x1, y1) = (xs[0], ys[0]), (xs[1], ys[1])
+        return max(y0 * x / x0, y0 - (y1 - y0) / (x1 - x0) * (x0 - x))
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    raise AssertionError("unreachable: x lies within the measured sizes")
 
 
 @dataclass
@@ -348,7 +357,7 @@ class ModelProfile:
         return next((c for c in self.pipeline_costs if c.world == world), None)
 
     def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
-        """The whole model's in-group figures at ``mbs`` (linear in mbs between measured sizes)."""
+        """The whole model's in-group figures at ``mbs`` (:func:`mbs_curve` of the measured sizes)."""
         return _fit_group(self.whole_model_timings, mbs, (world, 1, 0, 1, 1))
 
     # -- helpers -------------------------------------------------------------------------
