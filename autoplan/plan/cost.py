@@ -24,7 +24,8 @@ Where the model profile holds pipelines measured in groups of the cluster's size
 layers: ``a`` per chunk and micro-batch (its schedule actions and messages; it replaces the cluster's
 send/recv fit, whose growth beyond the measured message size is kept) in ``C_j`` and so ``vp * a`` in
 ``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief only
-as far as they showed it (``1 - e * (1 - relief)``). All three are constant for an outer layout, so the
+as far as they showed it (``1 - e * (1 - relief)``, the relief from the slowdown ``s`` the runs measured,
+not the cluster's). All three are constant for an outer layout, so the
 placement ILP is unchanged and its bounds stay bounds. A fit that does not explain its own runs
 (``pipeline_costs.FIT_ERROR_LIMIT``) is not used.
 
@@ -148,7 +149,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.pipeline_costs import measured_relief, per_chunk_s, usable
+from autoplan.plan.pipeline_costs import base_relief, measured_relief, per_chunk_s, usable
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -221,7 +222,11 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     rb = max(range(p), key=lambda r: (tau[r], -r))
     t_max = tau[rb]
     bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
-    relief = measured_relief(shared_device_relief(cluster, [m * t for t in tau], m * t_max + bubble), pipe)
+    busy, length = [m * t for t in tau], m * t_max + bubble
+    if pipe is None:
+        relief = shared_device_relief(cluster, busy, length)
+    else:   # the relief as the measured pipelines showed it, with their own slowdown (pipeline_costs.py)
+        relief = measured_relief(base_relief(pipe.slowdown, busy, length), pipe)
     comp, reco, tpc, cpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, cpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
     if pipe is not None:
