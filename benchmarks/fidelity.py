@@ -367,13 +367,21 @@ def main() -> None:
         plan = solve_problem(pb, SearchOptions(), families=False)
         cands = [predict(pb, parse(s)) for s in specs]
         keys = [c[0].short() for c in cands]
-        if plan.layout.short() not in keys:
+        if plan.layout.short() not in keys and args.reuse and plan.layout.short() not in old.get(str(world), {}):
+            # today's model chooses a layout the reused run did not measure: judge the best predicted of those it did
+            print(f"  ({world} processes: the choice {plan.layout.short()} was not measured in the reused run; "
+                  "'chosen' below is the best predicted of the measured layouts)")
+        elif plan.layout.short() not in keys:
             cands.append((plan.layout, plan.predicted))
             keys.append(plan.layout.short())
-        chosen[world] = keys.index(plan.layout.short())
+        chosen[world] = (keys.index(plan.layout.short()) if plan.layout.short() in keys
+                         else min(range(len(cands)), key=lambda i: cands[i][1].step_time_s))
         runs = []
         for lay, pred in cands:
             if args.reuse:
+                if lay.short() not in old.get(str(world), {}):
+                    raise SystemExit(f"error: --reuse: {lay.short()} on {world} processes was not measured in "
+                                     f"{saved} (a run of another set or version); run without --reuse")
                 m = Measured(**old[str(world)][lay.short()])
             else:
                 print(f"  measuring {lay.short()} ...", flush=True)
