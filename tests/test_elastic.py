@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_utils import run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("emulated_cluster", REPO / "benchmarks" / "emulated_cluster.py")
 emu = importlib.util.module_from_spec(_spec)
@@ -245,9 +247,8 @@ def test_lose_a_node_replan_and_grow_back(cluster, gpt_tiny_profile, tmp_path):
     cl = tmp_path / "cluster.json"
     cl.write_text(json.dumps(two_node_profile([n.hostname for n in cluster.nodes])))
     plan = tmp_path / "plan.json"
-    solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(model), "--cluster", str(cl),
-                            "--global-batch", str(GLOBAL_BATCH), "--optimizer", "sgd", "--out", str(plan)],
-                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    solve = run_cli("solve", "--model", str(model), "--cluster", str(cl), "--global-batch", str(GLOBAL_BATCH),
+                    "--optimizer", "sgd", "--out", str(plan))      # in this process: the agents are under test
     assert solve.returncode == 0, solve.stderr
     assert Plan.load(plan).layout.world_size == 4
     ckpt = tmp_path / "ckpt"
