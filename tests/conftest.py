@@ -9,11 +9,13 @@ than most of these jobs' training. A test module lists its jobs in ``SHARED_JOBS
 ``shared_jobs.args(...)`` first asks for what it returns) and reads a job's per-rank results with
 ``shared_jobs.get(__name__, "cases_4")``. The first ``get`` for
 a process count runs the jobs of that count of every module collected in this session, in turn, in one
-spawned job (:func:`dist_utils.run_jobs_on_ranks`); a failure is reported to every test that reads it.
+spawned job (:func:`dist_utils.run_jobs_on_ranks`); a failure is reported to every test that reads it
+(a job whose ``args`` function raised only to that job's tests: the others run without it).
 """
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ class SharedJobs:
             for name, (world, worker, args, timeout_s) in getattr(module, "SHARED_JOBS", {}).items():
                 self.jobs.setdefault(world, {})[(module.__name__, name)] = (worker, args, timeout_s)
         self.results: dict[int, dict | str] = {}
+        self.failed: dict[tuple[str, str], str] = {}
         self.given: dict[tuple[str, str], tuple] = {}
 
     def get(self, module: str, name: str) -> list[Any]:
@@ -38,14 +41,22 @@ class SharedJobs:
         world = self._world(module, name)
         if world not in self.results:
             jobs = self.jobs[world]
+            runnable, unprepared = {}, {}
+            for k, (fn, _, _) in jobs.items():
+                try:
+                    runnable[k] = (fn, self.args(*k))
+                except Exception:       # reported to the job's own tests; the other jobs still run
+                    unprepared[k] = f"making the arguments of the shared job {k} failed:\n{traceback.format_exc()}"
             try:
-                self.results[world] = run_jobs_on_ranks({k: (fn, self.args(*k)) for k, (fn, _, _) in jobs.items()},
-                                                        world, timeout_s=sum(t for _, _, t in jobs.values()))
+                self.results[world] = run_jobs_on_ranks(runnable, world, timeout_s=sum(t for _, _, t in jobs.values()))
+                self.failed.update(unprepared)
             except DistributedTestError as e:
-                self.results[world] = f"the shared {world}-process job {sorted(jobs)} failed: {e}"
+                self.results[world] = f"the shared {world}-process job {sorted(runnable)} failed: {e}"
         got = self.results[world]
         if isinstance(got, str):
             raise DistributedTestError(got)
+        if (module, name) in self.failed:
+            raise DistributedTestError(self.failed[module, name])
         return got[(module, name)]
 
     def _world(self, module: str, name: str) -> int:

@@ -19,9 +19,30 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def gpu_check(env: dict[str, str], root: Path) -> subprocess.Popen:
+    """``benchmarks/gpu_check.sh`` started in ``root`` with ``env``, its output in root/stdout and root/stderr."""
+    with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
+        return subprocess.Popen(["bash", str(REPO / "benchmarks" / "gpu_check.sh")], env={**os.environ, **env},
+                                stdout=out, stderr=err, text=True, cwd=root)
+
+
+@pytest.fixture(scope="module")
+def failing_check(tmp_path_factory):
+    """The check with a model that does not exist, started when the module's first test asks for it and run
+    beside that test (its stages are one process at a time; the machine has 2 cores): (process, its folder)."""
+    root = tmp_path_factory.mktemp("gpu-check-failing")
+    proc = gpu_check({"GPU_CHECK_MODEL": "no-such-model", "DEVICE": "cpu", "GPU_CHECK_TP": "1", "GPU_CHECK_MBS": "1",
+                      "GPU_CHECK_BUDGET": "64MiB", "OUT": str(root / "out"), "PYTHON": sys.executable,
+                      "TMPDIR": str(root)}, root)
+    yield proc, root
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_gpu_check_dry_run_on_cpu(tmp_path):
+def test_gpu_check_dry_run_on_cpu(tmp_path, failing_check):
     out = tmp_path / "out"
     env = {**os.environ, "GPU_CHECK_MODEL": "gpt-tiny", "DEVICE": "cpu", "GPU_CHECK_TP": "1,2", "GPU_CHECK_MBS": "1,2",
            "GPU_CHECK_BATCH": "4", "GPU_CHECK_BUDGET": "64MiB", "GPU_CHECK_TOPK": "3", "GPU_CHECK_STEPS": "2",
@@ -53,14 +74,10 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_gpu_check_reports_a_failed_stage_and_keeps_the_others(tmp_path):
-    out = tmp_path / "out"
-    env = {**os.environ, "GPU_CHECK_MODEL": "no-such-model", "DEVICE": "cpu", "GPU_CHECK_TP": "1",
-           "GPU_CHECK_MBS": "1", "GPU_CHECK_BUDGET": "64MiB", "OUT": str(out), "PYTHON": sys.executable,
-           "TMPDIR": str(tmp_path)}
-    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh")], env=env, capture_output=True,
-                          text=True, timeout=110, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_gpu_check_reports_a_failed_stage_and_keeps_the_others(failing_check):
+    proc, root = failing_check
+    out = root / "out"
+    assert proc.wait(timeout=110) == 0, (root / "stderr").read_text()[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
     stages = {s["name"]: s for s in report["stages"]}
     assert stages["profile_model"]["rc"] == "2" and "no-such-model" in stages["profile_model"]["error"]

@@ -38,6 +38,7 @@ import torch
 
 pytest.importorskip("transformers")
 
+from cli_utils import run_cli  # noqa: E402
 from dist_utils import even_stages, run_on_ranks  # noqa: E402
 from hf_checkpoints import SEQ_LEN, VOCAB, make_assets, make_gpt2, make_llama, make_tokenizer  # noqa: E402
 
@@ -313,7 +314,7 @@ def test_finetune_killed_and_resumed_continues_the_token_stream(assets, tmp_path
     for step, loss in got:
         assert abs(loss - want[0][step]) <= 1e-5 * want[0][step], f"step {step}: {loss} != {want[0][step]}"
     out = tmp_path / "exported"
-    e = run_cmd(["-m", "autoplan.cli", "export-weights", str(ckpt), "--plan", str(plan), "--to-hf", str(out)], 100)
+    e = run_cli("export-weights", str(ckpt), "--plan", str(plan), "--to-hf", str(out))      # in this process
     assert e.returncode == 0, e.stderr
     assert_same_weights(out, want[1], "finetune_hf")
     # the eval line: the exported (= reference) model's mean loss over the first 4 validation batches

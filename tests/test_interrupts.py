@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_utils import run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("AUTOPLAN_TEST_SEED", "11"))
 MARK = "AUTOPLAN_INTERRUPT_TEST"
@@ -120,15 +122,14 @@ SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM
 @pytest.fixture(scope="module")
 def work(tmp_path_factory, gpt_tiny_profile):
     """A measured gpt-tiny model profile (the session's: tests/conftest.py), a 2-process cluster profile (the
-    shipped one) and a dp=2 plan solved from them by the CLI (what every ``test_run`` case trains)."""
+    shipped one) and a dp=2 plan solved from them by the CLI, in this process (what every ``test_run`` case
+    trains)."""
     from autoplan.plan.plan import Plan
     root = tmp_path_factory.mktemp("interrupts")
     (root / "model.json").write_bytes(gpt_tiny_profile.read_bytes())
     (root / "cluster.json").write_bytes((REPO / "profiles" / "cpu-2proc.json").read_bytes())
-    solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(root / "model.json"),
-                            "--cluster", str(root / "cluster.json"), "--global-batch", "4", "--layout", "dp=2",
-                            "--optimizer", "sgd", "--out", str(root / "plan.json")], capture_output=True, text=True,
-                           timeout=120, cwd=REPO)
+    solve = run_cli("solve", "--model", str(root / "model.json"), "--cluster", str(root / "cluster.json"),
+                    "--global-batch", "4", "--layout", "dp=2", "--optimizer", "sgd", "--out", str(root / "plan.json"))
     assert solve.returncode == 0, solve.stderr
     Plan.load(root / "plan.json")
     return root

@@ -28,7 +28,8 @@ from autoplan.plan.api import solve  # noqa: E402
 from autoplan.plan.plan import Plan  # noqa: E402
 from autoplan.profile.formats import ModelProfile  # noqa: E402
 from autoplan.profile.layers import profile_model  # noqa: E402
-from tests.dist_utils import run_on_ranks, train_reference  # noqa: E402
+from tests.cli_utils import run_cli  # noqa: E402
+from tests.dist_utils import train_reference  # noqa: E402
 from tests.planner_instances import random_cluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,25 +216,32 @@ CASES: list[tuple[str, tuple[int, ...], list[str]]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict], list[list[tuple]]]]:
-    """Profile and plan every case, then run all plans in ONE 4-process job (process start-up,
-    with torch and transformers imports, is most of the cost): spec -> (plans, per-rank results)."""
-    tmp = tmp_path_factory.mktemp("models")
+def _profiles_and_plans(tmp: Path) -> tuple[list[dict]]:
+    """Profile and plan every case, in this process: the arguments of the 4-process job, all plans in CASES' order."""
     cluster = _cluster_json(tmp)
-    plans = {spec: _plans(_profile_json(spec, tmp, tps), cluster, layouts) for spec, tps, layouts in CASES}
-    flat = [d for spec, _, _ in CASES for d in plans[spec]]
-    per_rank = run_on_ranks(_run_plans, 4, args=(flat,), timeout_s=150)
+    return ([d for spec, tps, layouts in CASES for d in _plans(_profile_json(spec, tmp, tps), cluster, layouts)],)
+
+
+SHARED_JOBS = {"plans": (4, _run_plans, _profiles_and_plans, 150)}
+"""every plan runs in the session's 4-process job (tests/conftest.py): process start-up, with torch and
+transformers imports, is most of the cost"""
+
+
+@pytest.fixture(scope="module")
+def runs(shared_jobs) -> dict[str, tuple[list[dict], list[list[tuple]]]]:
+    """spec -> (its plans, per-rank results of each)."""
+    (flat,) = shared_jobs.args(__name__, "plans")
+    per_rank = shared_jobs.get(__name__, "plans")
     out, i = {}, 0
-    for spec, _, _ in CASES:
-        n = len(plans[spec])
-        out[spec] = (plans[spec], [r[i:i + n] for r in per_rank])
+    for spec, _, layouts in CASES:
+        n = len(layouts)
+        out[spec] = (flat[i:i + n], [r[i:i + n] for r in per_rank])
         i += n
     return out
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("spec", ["hf:gpt2-tiny", "hf:llama-tiny"])
 def test_hf_model_profile_solve_run(spec: str, runs) -> None:
     plans, per_rank = runs[spec]
@@ -245,7 +253,7 @@ def test_hf_model_profile_solve_run(spec: str, runs) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
 @pytest.mark.parametrize("name", ["build", "build_sequential"])
 def test_factory_model_profile_solve_run(name: str, runs) -> None:
     spec = f"{USER_MODEL}:{name}"
@@ -262,15 +270,14 @@ def test_cli_solves_from_a_measured_hf_profile(tmp_path: Path) -> None:
     """``autoplan solve --model <profile of hf:gpt2-tiny>``: the plan records the hf spec and its units."""
     out = tmp_path / "plan.json"
     model_json = _profile_json("hf:gpt2-tiny", tmp_path, (1, 2))
-    r = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", model_json, "--cluster",
-                        _cluster_json(tmp_path), "--global-batch", "8", "--layout", "tp=2,pp=2", "--out", str(out),
-                        "--json"], capture_output=True, text=True, timeout=110, cwd=REPO)
+    r = run_cli("solve", "--model", model_json, "--cluster", _cluster_json(tmp_path), "--global-batch", "8",
+                "--layout", "tp=2,pp=2", "--out", str(out), "--json")      # in this process
     assert r.returncode == 0, r.stderr
     plan = Plan.load(out)
     assert plan.training.model_spec == "hf:gpt2-tiny" and plan.training.shape["hidden"] == 64
     assert (plan.layout.tp, plan.layout.pp) == (2, 2)
     assert [n for st in plan.layout.stages for n in st] == build_hf_model("hf:gpt2-tiny").unit_names()
-    # a factory file that does not exist: one error line, exit code 2
+    # a factory file that does not exist: one error line, exit code 2, no traceback (a real process)
     bad = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", str(tmp_path / "missing.py:f"),
                           "--cluster", _cluster_json(tmp_path), "--global-batch", "8"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_utils import run_cli
 from autoplan.profile.formats import COLLECTIVE_OPS, ClusterProfile
 from autoplan.profile.links import node_labels
 
@@ -89,7 +90,7 @@ def shaped_cluster():
 
 
 @pytest.mark.slow
-def test_profile_solve_and_train_across_two_emulated_nodes(shaped_cluster, tmp_path):
+def test_profile_solve_and_train_across_two_emulated_nodes(shaped_cluster, gpt_tiny_profile, tmp_path):
     """2 nodes x 2 processes across a 100 Mbit/s veth: the profile has both link classes, the
     inter-node one slower; a gpt-tiny plan (TP inside a node, DP across) trains through
     `autoplan run --nnodes 2 --node-rank i --rdzv-endpoint ...` with finite losses."""
@@ -110,9 +111,10 @@ def test_profile_solve_and_train_across_two_emulated_nodes(shaped_cluster, tmp_p
     assert inter < 4 * RATE_MBIT * 1e6 / 8, inter
 
     plan_path = tmp_path / "plan.json"
-    solve = subprocess.run([sys.executable, "-m", "autoplan.cli", "solve", "--model", "gpt-tiny", "--cluster",
-                            str(prof_path), "--global-batch", "8", "--layout", "dp=2,tp=2", "--optimizer", "sgd",
-                            "--out", str(plan_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    # the solve runs in this process (the processes under test are the agents'), from the session's measured
+    # gpt-tiny profile (tests/conftest.py) rather than measuring gpt-tiny again
+    solve = run_cli("solve", "--model", str(gpt_tiny_profile), "--cluster", str(prof_path), "--global-batch", "8",
+                    "--layout", "dp=2,tp=2", "--optimizer", "sgd", "--out", str(plan_path))
     assert solve.returncode == 0, solve.stderr[-2000:]
 
     runs = cluster.run_on_nodes(

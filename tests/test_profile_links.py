@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -132,28 +129,23 @@ def test_profile_cluster_times_out_instead_of_hanging():
         profile_cluster(2, memory_per_device_bytes=None, sizes_bytes=[4096, 8 << 20], repeats=200, timeout_s=0.5)
 
 
-DISTRIBUTED_SCRIPT = textwrap.dedent("""
-    import sys
-    import torch
-    import torch.distributed as dist
+def two_fake_nodes_worker(rank: int, world_size: int, out_path: str) -> None:
+    """``profile_cluster_distributed`` on every rank of a 4-process job; ranks 0,1 count as node "a" and
+    2,3 as node "b": one machine standing in for two nodes."""
     from autoplan.profile.links import profile_cluster_distributed
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    # ranks 0,1 count as node "a" and 2,3 as node "b": one machine standing in for two nodes
-    profile_cluster_distributed(out_path=sys.argv[1], sizes_bytes=[4096, 65536], warmup=1, repeats=2,
-                                matmul_n=128, hostname="ab"[dist.get_rank() // 2])
-    dist.destroy_process_group()
-""")
+    profile_cluster_distributed(out_path=out_path, sizes_bytes=[4096, 65536], warmup=1, repeats=2, matmul_n=128,
+                                hostname="ab"[rank // 2])
+
+
+SHARED_JOBS = {"two_fake_nodes": (4, two_fake_nodes_worker, lambda root: (str(root / "cluster.json"),), 120)}
+"""in the session's 4-process job (tests/conftest.py)"""
 
 
 @pytest.mark.slow
-def test_profile_cluster_distributed_two_fake_nodes(tmp_path):
-    script = tmp_path / "prof.py"
-    script.write_text(DISTRIBUTED_SCRIPT)
-    out = tmp_path / "cluster.json"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-                           str(script), str(out)], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_profile_cluster_distributed_two_fake_nodes(shared_jobs):
+    shared_jobs.get(__name__, "two_fake_nodes")
+    (out,) = shared_jobs.args(__name__, "two_fake_nodes")
     prof = ClusterProfile.load(out)
     assert (prof.num_nodes, prof.devices_per_node) == (2, 2)
     assert prof.rank_hosts == ["a", "a", "b", "b"]

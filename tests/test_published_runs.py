@@ -36,9 +36,22 @@ def test_runs_cover_the_range_the_issue_asks_for(pr):
     assert len(new) >= 20 and len({r.source_key for r in new}) >= 4
 
 
-def test_every_published_layout_is_expressible(pr):
+@pytest.fixture(scope="module")
+def costed(pr) -> dict:
+    """run name -> (the run with its micro-batch size tuned, its layout and prediction as the benchmark costs
+    them: with_tuned_mbs then estimate_run), computed once for this module's tests."""
+    out = {}
     for run in pr.published_runs():
-        lay = pr.expressible(run)
+        tuned, _ = pr.with_tuned_mbs(run)
+        out[run.name] = (tuned, *pr.estimate_run(tuned))
+    return out
+
+
+def test_every_published_layout_is_expressible(pr, costed):
+    unpublished = next(r for r in pr.published_runs() if r.layout["mbs"] is None)
+    assert pr.expressible(unpublished) == costed[unpublished.name][1]     # what costed holds is expressible()'s
+    for run in pr.published_runs():
+        lay = costed[run.name][1]
         assert lay.world_size == run.gpus and lay.global_batch == run.global_batch, run.name
         for key in ("tp", "pp", "cp"):
             assert getattr(lay, key) == run.layout.get(key, 1), (run.name, key)
@@ -98,7 +111,7 @@ def test_implied_fraction_inverts_the_rescaling_and_bounds_the_band(pr):
     assert "none" not in pr.implied_fraction_report([fast])[0]
 
 
-def test_the_command_line_costs_every_run_as_the_benchmark_does(pr):
+def test_the_command_line_costs_every_run_as_the_benchmark_does(pr, costed):
     """``autoplan estimate --framework ... --json`` (in process) prints the benchmark's prediction for every
     run: the benchmark goes through exactly the command's code path."""
     import json
@@ -107,9 +120,7 @@ def test_the_command_line_costs_every_run_as_the_benchmark_does(pr):
 
     from autoplan.cli import app
     runner = CliRunner()
-    for run in pr.published_runs():
-        run, _ = pr.with_tuned_mbs(run)
-        _, pred = pr.estimate_run(run)
+    for run, _, pred in costed.values():
         out = runner.invoke(app, pr.estimate_argv(run))
         assert out.exit_code == 0, (run.name, out.output)
         printed = json.loads(out.stdout)
@@ -117,7 +128,7 @@ def test_the_command_line_costs_every_run_as_the_benchmark_does(pr):
         assert printed["predicted"]["peak_memory_bytes"] == pred.peak_memory_bytes, run.name
 
 
-def test_solve_with_the_published_megatron_layout_agrees_with_the_benchmark(pr):
+def test_solve_with_the_published_megatron_layout_agrees_with_the_benchmark(pr, costed):
     """``autoplan solve --framework megatron --layout <published>`` costs a Megatron run's published
     degrees as the benchmark does, for every Megatron run (the solver places the layers; the step time is
     the same model's; a layout with Megatron's block recompute is costed as given) and each fits."""
@@ -125,9 +136,8 @@ def test_solve_with_the_published_megatron_layout_agrees_with_the_benchmark(pr):
     runs = [r for r in pr.published_runs() if r.framework.startswith("megatron")]
     assert len(runs) >= 50 and any("recompute_first" in r.layout for r in runs)
     for run in runs:
-        run, _ = pr.with_tuned_mbs(run)
+        run, lay, pred = costed[run.name]
         kw = pr.estimate_kwargs(run)
-        lay, pred = pr.estimate_run(run)
         fixed = {k: v for k, v in run.layout.items() if k != "stage_blocks"}
         plan = solve(kw["model"], kw["cluster"], kw["global_batch"], layout=fixed, precision=kw["precision"],
                      optimizer=kw["optimizer"], framework=kw["framework"])
