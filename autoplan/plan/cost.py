@@ -149,7 +149,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.pipeline_costs import base_relief, measured_relief, per_chunk_s, usable
+from autoplan.plan.pipeline_costs import per_chunk_s, pipeline_relief, usable
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -223,10 +223,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     t_max = tau[rb]
     bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
     busy, length = [m * t for t in tau], m * t_max + bubble
-    if pipe is None:
-        relief = shared_device_relief(cluster, busy, length)
-    else:   # the relief as the measured pipelines showed it, with their own slowdown (pipeline_costs.py)
-        relief = measured_relief(base_relief(pipe.slowdown, busy, length), pipe)
+    relief = shared_device_relief(cluster, busy, length) if pipe is None else pipeline_relief(pipe, busy, length)
     comp, reco, tpc, cpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, cpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
     if pipe is not None:

@@ -32,7 +32,7 @@ import math
 from dataclasses import replace
 
 from autoplan.plan.plan import Layout
-from autoplan.plan.schedules import pipeline_s
+from autoplan.plan.schedules import pipeline_s, relief_at
 from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming
 
 IDLE_SHARE_GRID = 20
@@ -42,14 +42,6 @@ FIT_ERROR_LIMIT = 0.25
 used: the runs contradict each other (a machine whose load changed between them)"""
 RELIEF_ITERATIONS = 6
 """rounds of (relief from the terms, terms from the relief) per idle_share"""
-
-
-def base_relief(slowdown: float, busy_s: list[float], pipeline: float) -> float:
-    """The shared-device relief of :func:`autoplan.plan.schedules.shared_device_relief` for a device
-    ``slowdown`` s: ``max(1/s, min(1, u))``, u the ranks' busy share of the pipeline."""
-    if slowdown <= 1.0 or len(busy_s) < 2 or pipeline <= 0:
-        return 1.0
-    return max(1.0 / slowdown, min(1.0, sum(busy_s) / (len(busy_s) * pipeline)))
 
 
 def usable(costs: PipelineCosts | None) -> PipelineCosts | None:
@@ -62,6 +54,13 @@ def measured_relief(relief: float, costs: PipelineCosts | None) -> float:
     if costs is None:
         return relief
     return 1.0 - costs.idle_share * (1.0 - relief)
+
+
+def pipeline_relief(costs: PipelineCosts, busy_s: list[float], pipeline: float) -> float:
+    """The relief of a pipeline whose ranks are busy ``busy_s`` of its ``pipeline`` seconds, as the
+    measured runs showed it: at their own slowdown (:func:`~autoplan.plan.schedules.relief_at`), as far
+    as their ``idle_share`` (the fit and the cost model both use this)."""
+    return measured_relief(relief_at(costs.slowdown, busy_s, pipeline), costs)
 
 
 def _unit_times(profile: ModelProfile, world: int, mbs: int) -> list[float] | None:
@@ -106,7 +105,7 @@ def per_chunk_s(costs: PipelineCosts, layout: Layout) -> float:
 
 def _relief(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
     pipe, busy = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
-    return measured_relief(base_relief(costs.slowdown, busy, pipe), costs)
+    return pipeline_relief(costs, busy, pipe)
 
 
 def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:

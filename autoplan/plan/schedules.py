@@ -263,11 +263,16 @@ def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_
         relief = max(1/s, min(1, u)),   u = sum_r busy_r / (pp * pipeline)
 
     1 without pipelining, and on devices that do not share (GPUs: s = 1)."""
-    s = cluster.device.compute_slowdown
-    if s <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
+    return relief_at(cluster.device.compute_slowdown, busy_s, pipeline_s)
+
+
+def relief_at(slowdown: float, busy_s: list[float], pipeline_s: float) -> float:
+    """:func:`shared_device_relief` for a device ``slowdown`` s (the cluster's, or the one measured
+    pipelines showed: :mod:`autoplan.plan.pipeline_costs`)."""
+    if slowdown <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
         return 1.0
     u = sum(busy_s) / (len(busy_s) * pipeline_s)
-    return max(1.0 / s, min(1.0, u))
+    return max(1.0 / slowdown, min(1.0, u))
 
 
 def inflight_microbatches(layout: PipelineShape, rank: int) -> float:
