@@ -367,22 +367,23 @@ def main() -> None:
         plan = solve_problem(pb, SearchOptions(), families=False)
         cands = [predict(pb, parse(s)) for s in specs]
         keys = [c[0].short() for c in cands]
-        if plan.layout.short() not in keys and args.reuse and plan.layout.short() not in old.get(str(world), {}):
-            # today's model chooses a layout the reused run did not measure: judge the best predicted of those it did
-            print(f"  ({world} processes: the choice {plan.layout.short()} was not measured in the reused run; "
-                  "'chosen' below is the best predicted of the measured layouts)")
-        elif plan.layout.short() not in keys:
+        choice, reused = plan.layout.short(), old.get(str(world), {})
+        if choice not in keys and (not args.reuse or choice in reused):
             cands.append((plan.layout, plan.predicted))
-            keys.append(plan.layout.short())
-        chosen[world] = (keys.index(plan.layout.short()) if plan.layout.short() in keys
+            keys.append(choice)
+        elif choice not in keys:
+            # today's model chooses a layout the reused run did not measure: judge the best predicted of those it did
+            print(f"  ({world} processes: the choice {choice} was not measured in the reused run; "
+                  "'chosen' below is the best predicted of the measured layouts)")
+        chosen[world] = (keys.index(choice) if choice in keys
                          else min(range(len(cands)), key=lambda i: cands[i][1].step_time_s))
         runs = []
         for lay, pred in cands:
             if args.reuse:
-                if lay.short() not in old.get(str(world), {}):
+                if lay.short() not in reused:
                     raise SystemExit(f"error: --reuse: {lay.short()} on {world} processes was not measured in "
                                      f"{saved} (a run of another set or version); run without --reuse")
-                m = Measured(**old[str(world)][lay.short()])
+                m = Measured(**reused[lay.short()])
             else:
                 print(f"  measuring {lay.short()} ...", flush=True)
                 m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)

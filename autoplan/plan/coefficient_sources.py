@@ -186,7 +186,7 @@ def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, spec: st
     (its times then come from :func:`autoplan.profile.formats.mbs_curve`), with the command that
     measures it; the empty string otherwise."""
     sizes = measured_mbs(profile)
-    if profile.source != "measured" or not sizes or mbs in sizes or sizes[0] < mbs < sizes[-1]:
+    if profile.source != "measured" or not sizes or sizes[0] <= mbs <= sizes[-1]:
         return ""
     cmd, then = _profile_command(profile, cluster, spec, sorted({*sizes, mbs}))
     return (f"note: micro-batch size {mbs} lies beyond the measured sizes ({', '.join(map(str, sizes))}); its "

@@ -28,6 +28,7 @@ the gathered output of an all-gather, the input of a reduce-scatter, the message
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -270,16 +271,14 @@ def mbs_curve(xs: list[int], ys: list[float], x: float) -> float:
     caches); one measured size: proportional to the size."""
     if len(xs) == 1 or x <= 0:
         return ys[0] * x / xs[0]
-    if x > xs[-1]:
-        (x0, y0), (x1, y1) = (xs[-2], ys[-2]), (xs[-1], ys[-1])
-        return max(y1 * x / x1, y1 + (y1 - y0) / (x1 - x0) * (x - x1))
-    if x < xs[0]:
-        (x0, y0), (x1, y1) = (xs[0], ys[0]), (xs[1], ys[1])
-        return max(y0 * x / x0, y0 - (y1 - y0) / (x1 - x0) * (x0 - x))
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
-        if x0 <= x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    raise AssertionError("unreachable: x lies within the measured sizes")
+    i = min(max(bisect.bisect_left(xs, x), 1), len(xs) - 1)      # the segment [xs[i-1], xs[i]] or the nearest
+    (x0, y0), (x1, y1) = (xs[i - 1], ys[i - 1]), (xs[i], ys[i])
+    line = y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    if x > x1:
+        return max(y1 * x / x1, line)
+    if x < x0:
+        return max(y0 * x / x0, line)
+    return line
 
 
 @dataclass
