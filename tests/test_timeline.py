@@ -153,12 +153,17 @@ def test_timeline_follows_the_shared_device_relief():
 @pytest.mark.parametrize("name", PLAN_CASES)
 def test_simulated_schedule_agrees_with_the_cost_model(name):
     """The schedule run on the per-chunk costs takes the cost model's pipeline term, within 1.5%; within 10%
-    for interleaved chunks of uneven sizes, the documented limit of the interleaved term (README, Known limits:
-    the slowest chunk paces fill and drain, short by up to 10% for chunks several blocks apart)."""
+    for interleaved chunks of uneven cost (the slowest more than 10% above the mean), the documented limit of
+    the interleaved term (README, Known limits: the slowest chunk paces fill and drain, off by up to 10% for
+    chunks several blocks apart; the 175B plan's chunks of 4 and 5 blocks come to 1.5%)."""
     plan = _plans()[name]
     tl = plan_figures(plan).timeline
-    sizes = [len(st) for st in plan.layout.stages]
-    uneven = plan.layout.schedule == "interleaved" and max(sizes) - min(sizes) > 1
+    per_chunk: dict[tuple[int, int], float] = {}
+    for bar in tl.bars:
+        if bar.microbatch == 0 and bar.kind in ("forward", "recompute", "backward"):
+            per_chunk[bar.rank, bar.chunk] = per_chunk.get((bar.rank, bar.chunk), 0.0) + bar.duration_s
+    chunk_s = list(per_chunk.values())
+    uneven = plan.layout.schedule == "interleaved" and max(chunk_s) > 1.1 * sum(chunk_s) / len(chunk_s)
     assert abs(tl.schedule_difference_s) <= (0.10 if uneven else 0.015) * tl.model_pipeline_s, \
         f"simulated {tl.pipeline_s:.4f} s against the cost model's {tl.model_pipeline_s:.4f} s"
 

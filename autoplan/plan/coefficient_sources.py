@@ -21,9 +21,26 @@ from autoplan.profile.assumptions import SoftwareStack
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
 
-def exposed_s(comm_s: float, window_s: float, overlap: bool) -> float:
-    """What a collective adds to the step when it may overlap ``window_s`` of compute."""
-    return max(0.0, comm_s - window_s) if overlap else comm_s
+def exposed_s(comm_s: float, window_s: float, overlap: bool, interference: float = 0.0) -> float:
+    """What a collective adds to the step when it may overlap ``window_s`` of compute: the part the
+    window does not hide, plus ``interference`` x the hidden part (the compute slowed while the
+    collective holds some of the device's SMs, :func:`overlap_interference`)."""
+    if not overlap:
+        return comm_s
+    hidden = min(comm_s, window_s)
+    return comm_s - hidden + interference * hidden
+
+
+def overlap_interference(cluster: ClusterProfile) -> float:
+    """The share of a catalogue GPU's compute an NCCL collective takes while it overlaps compute:
+    ``KernelAssumptions.collective_overlap_sms / sm_count`` (0 for a device without an SM count: a
+    measured profile or a device not in the catalogue)."""
+    from autoplan.profile.assumptions import KERNELS
+    from autoplan.profile.hardware import accelerator_of
+    acc = accelerator_of(cluster.device.name)
+    if acc is None or not acc.sm_count:
+        return 0.0
+    return min(1.0, KERNELS.collective_overlap_sms / acc.sm_count)
 
 
 def stack_terms(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, stack: SoftwareStack, kind_name: str,

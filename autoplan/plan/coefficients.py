@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_s, ddp_sync_s, exposed_s,
                                                in_group_cp_terms, in_group_fsdp_s, in_group_terms, in_group_world,
-                                               matrix_width, stack_terms, sum_of_parts_terms)
+                                               matrix_width, overlap_interference, stack_terms, sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
 from autoplan.plan.pipeline_costs import extra_message_s, usable
 from autoplan.plan.plan import Layout
@@ -167,6 +167,9 @@ class _Shared:
     """what the pipelines measured in groups of ``world`` processes cost beyond their layers"""
     output_kinds: frozenset[str]
     """kinds of the layers that make the model's output (the logits: the loss's input)"""
+    interference: float
+    """compute lost per second of a data-parallel collective hidden behind it (software stacks only:
+    :func:`~autoplan.plan.coefficient_sources.overlap_interference`)"""
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
@@ -201,7 +204,8 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
         pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None,
-        output_kinds=_output_kinds(profile))
+        output_kinds=_output_kinds(profile),
+        interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0)
 
 
 def _output_kinds(profile: ModelProfile) -> frozenset[str]:
@@ -431,13 +435,17 @@ def _data_parallel_terms(sh: _Shared, kind, params: float, fwd: float, bwd: floa
     grad_bytes = params * sh.g_b
     weight_bytes = params * sh.c_b
     overlap = stack is not None and stack.dp_overlap
+
+    def hidden(comm_s: float, window_s: float) -> float:      # what the collective costs the step
+        return exposed_s(comm_s, window_s, overlap, sh.interference)
+
     fsdp_measured = (in_group_fsdp_s(kind, layout, layout.mbs, sh.world)
                      if (sh.world and sh.fsdp and params > 0) else None)
     if sh.ddp and params > 0:
         dp_sync = ddp_sync_s(sh.cluster, layout, params, grad_bytes, params * sh.w_b,
                              matrix_width(sh.profile, params), sh.dp_x)
         if not layout.lossy and stack is not None:
-            dp_sync = exposed_s(sh.dp_collective("all_reduce", grad_bytes), bwd, overlap)
+            dp_sync = hidden(sh.dp_collective("all_reduce", grad_bytes), bwd)
         return dp_sync, optimizer
     if fsdp_measured is not None:
         dp_sync, fsdp_adamw_s = fsdp_measured
@@ -458,15 +466,14 @@ def _data_parallel_terms(sh: _Shared, kind, params: float, fwd: float, bwd: floa
         # optimizer step
         bwd_ag = ag if layout.zero == 3 else 0.0
         fwd_ags = m if layout.zero == 3 else 1
-        return fwd_ags * exposed_s(ag, fwd, overlap) + m * exposed_s(bwd_ag + rs, bwd, overlap), optimizer
+        return fwd_ags * hidden(ag, fwd) + m * hidden(bwd_ag + rs, bwd), optimizer
     if layout.zero == 3:
         # gathered again before every micro-batch's forward and backward (prefetched while the
         # previous layer computes); gradients reduce-scattered after the last backward
-        return (m * exposed_s(ag, fwd, overlap) + (m - 1) * exposed_s(ag, bwd, overlap)
-                + exposed_s(ag + rs, bwd, overlap)), optimizer
+        return m * hidden(ag, fwd) + (m - 1) * hidden(ag, bwd) + hidden(ag + rs, bwd), optimizer
     # gradients reduce-scattered during the last backward, updated weights gathered ahead of the
     # first forward
-    return exposed_s(rs, bwd, overlap) + exposed_s(ag, fwd, overlap), optimizer
+    return hidden(rs, bwd) + hidden(ag, fwd), optimizer
 
 
 def _state_bytes(sh: _Shared, params: float) -> tuple[float, float, float]:

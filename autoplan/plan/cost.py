@@ -60,7 +60,9 @@ change these terms, and only for such profiles (a measured profile keeps the ful
     dp_overlap    each layer's collective hides behind that layer's compute of one micro-batch on one
                   device (a cp rank's 1/cp of it): exposed = max(0, collective - window); gradient
                   reduction behind the backward (with its recomputation), parameter gathers (ZeRO-3
-                  every micro-batch, ZeRO-1/2 after the step) behind the forward
+                  every micro-batch, ZeRO-1/2 after the step) behind the forward; the hidden part
+                  still costs (SMs the collective holds / SM count) of its duration in compute: the
+                  SMs NCCL takes from the kernels it overlaps (``coefficient_sources.overlap_interference``)
     fsdp_sync_every_microbatch  reduce-scatter every micro-batch, no whole gradients kept
     DP groups spanning nodes with k ranks per node (catalogue clusters) run hierarchically:
                   ``hardware.hierarchical_collective_s`` (every GPU's own NIC carries 1/k of the data;

@@ -128,7 +128,7 @@ class KernelAssumptions:
     attention_dropout_bytes_per_score: float = 5.0
     """forward bytes per score of attention dropout: read and write 16-bit values, write a 1-byte
     mask (Korthikanti et al. 2022, Table 2: dropout mask 1 byte, dropout output 2 bytes)"""
-    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.824, "H100": 0.661, "H200": 0.661})
+    sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.834, "H100": 0.679, "H200": 0.679})
     """fraction of the kernel model's rate that a training run sustains, per chip: what the kernel
     terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
     work on the host).  THE ONE CONSTANT FITTED TO PUBLISHED RUNS: the least-squares (log) fit over
@@ -147,6 +147,19 @@ class KernelAssumptions:
     fp8_gemm_fraction_of_16bit: float = 1.0
     """achieved / peak fp8 GEMM rate as a fraction of the 16-bit GEMM's achieved / peak: no measured
     fp8 8192^3 GEMM is in the catalogue's sources, so the 16-bit fraction is assumed (1.0)"""
+    collective_overlap_sms: int = 24
+    """streaming multiprocessors an NCCL collective holds while it runs beside compute (one thread block
+    per channel): the compute kernels it overlaps run on the others meanwhile, so a collective hidden
+    behind compute still costs ``collective_overlap_sms / sm_count`` of its duration in compute
+    (``coefficient_sources.overlap_interference``).  Evidence: NVIDIA developer forum thread 337991
+    (2025, "Compute-Communication Overlap Causes Severe GEMM Performance Degradation", H100 with 132
+    SMs, FSDP-style prefetch): the overlapping ncclAllGather launched 24 blocks, and a GEMM sized for
+    one wave of 132 blocks took nearly twice as long beside it (wave quantization: the worst case, not
+    assumed here; the proportional share is); NCCL issue 1432 (2024): an NCCL kernel alone keeps about
+    15% of an H100's SMs active (20 of 132).  H100/H200: 0.18 of the compute rate, A100 (108 SMs): 0.22.
+    Applied to the data-parallel collectives (DDP, FSDP / ZeRO) that a stack overlaps; Transformer
+    Engine's TP overlap (userbuffers) and pipeline / context-parallel sends use a few SMs or copy
+    engines and are not charged"""
     cross_entropy_bytes_per_logit: float = 12.0
     """bytes per logit of the loss, forward and backward: read the 16-bit logits, write and read
     fp32 softmax, write 16-bit gradients (Megatron's vocab-parallel cross-entropy upcasts to fp32)"""
