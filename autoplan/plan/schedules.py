@@ -169,8 +169,16 @@ def rank_order(schedule: str, pp: int, vp: int, m: int, rank: int) -> list[tuple
 def _undominated(moments: list[tuple[tuple[int, ...], ...]]) -> tuple:
     """The distinct moments no other one equals or exceeds in every entry, sorted."""
     flat = {m: sum(m, ()) for m in moments}
-    return tuple(sorted(m for m, v in flat.items()
-                        if not any(w != v and all(a >= b for a, b in zip(w, v)) for w in flat.values())))
+    # a skyline pass: only a moment with a total at least as large can dominate another, and one
+    # dominated by a dropped moment is dominated by what dropped it, so each moment is checked
+    # against the kept ones only (the schedules' peaks are few; a pipeline has 2*m*vp moments)
+    kept: list[tuple[int, ...]] = []
+    out = []
+    for m, v in sorted(flat.items(), key=lambda mv: -sum(mv[1])):
+        if not any(all(a >= b for a, b in zip(w, v)) for w in kept):
+            kept.append(v)
+            out.append(m)
+    return tuple(sorted(out))
 
 
 @lru_cache(maxsize=8192)
