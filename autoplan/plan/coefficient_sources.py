@@ -240,8 +240,9 @@ def in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode:
     ``compute`` is the layer's in-group time on its own (TP degree 1) divided by the TP degree:
     the arithmetic a TP rank would do if sharding were free; ``tp_comm`` is the rest of the
     TP-sharded in-group time: collectives, their waits for the slowest rank, DTensor's per-op work
-    and smaller, slower matrix products. Selective recompute repeats the attention core's share of
-    that compute; full recompute the whole in-group forward, its collectives included."""
+    and smaller, slower matrix products. Selective recompute costs what it added to the layer alone,
+    scaled to the group (:func:`in_group_selective_s`; without that figure, the attention core's share of
+    the compute); full recompute the whole in-group forward, its collectives included."""
     base = kind.group_timing(mbs, world=world)
     if base is None:
         return None
@@ -252,11 +253,28 @@ def in_group_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode:
     compute = min(total, (base.forward_s + base.backward_s) / shard)
     recompute = 0.0
     if mode == "selective":
-        recompute = base.forward_s / shard * attn_flop_frac
+        recompute = in_group_selective_s(kind, mbs, shard, g.forward_s + g.backward_s)
+        if recompute is None:
+            recompute = base.forward_s / shard * attn_flop_frac
     elif mode == "full":
         recompute = g.forward_s
     opt = g.optimizer_sgd_s if optimizer == "sgd" else g.optimizer_s
     return compute, recompute, total - compute, opt
+
+
+def in_group_selective_s(kind, mbs: int, shard: int, in_group_s: float) -> float | None:
+    """What selective recomputation adds to one micro-batch of a layer inside the group: the time it
+    added when the layer was measured alone (``LayerTiming.selective_recompute_s``: its op-level policy
+    in forward and the recomputation in backward) times the layer's in-group over its alone time
+    (``in_group_s`` over the alone forward+backward at the same TP degree). None where the profile has
+    no such figure (profiles without it: the caller takes the attention core's share instead)."""
+    if not kind.timings:
+        return None
+    t = kind.timing(mbs, shard)
+    alone = t.forward_s + t.backward_s
+    if t.selective_recompute_s <= 0 or alone <= 0:
+        return None
+    return t.selective_recompute_s * in_group_s / alone
 
 
 def in_group_cp_terms(kind, layout: Layout, mbs: int, shard: int, world: int, mode: str,

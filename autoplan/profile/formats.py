@@ -84,9 +84,10 @@ class LayerTiming:
     """bytes of the tensor leaving the layer, per micro-batch (what a pipeline cut sends)"""
     selective_recompute_s: float = 0.0
     """the time selective recomputation adds per micro-batch: analytic profiles, the part of
-    ``forward_s`` it repeats; measured profiles (blocks), the backward under the executor's selective
-    wrapper minus the plain backward (0: not known; the cost model then uses the attention share of
-    the FLOPs)"""
+    ``forward_s`` it repeats; measured profiles (blocks), forward+backward under the executor's selective
+    wrapper minus the plain forward+backward (profiles before 2026-12-02: the backward's difference only;
+    0: not known, the cost model then uses the attention share of the FLOPs). Inside groups the cost
+    model scales it by the layer's in-group over alone time (``coefficient_sources.in_group_selective_s``)"""
     saved_activation_bytes_selective: int | None = None
     """measured profiles (blocks): bytes a forward under the executor's selective recomputation
     keeps until backward (None: not measured; the planner then derives it from the shape)"""

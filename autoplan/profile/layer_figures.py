@@ -127,15 +127,16 @@ def retained_bytes(case: LayerCase) -> int:
 
 
 def measure_selective(case: LayerCase, settings: TimingSettings) -> tuple[int, float]:
-    """(bytes kept from forward to backward, backward seconds) of ``case``'s module under the
+    """(bytes kept from forward to backward, forward+backward seconds) of ``case``'s module under the
     executor's selective recomputation (:func:`autoplan.models.recompute.wrap_block`). The kept
     bytes count the layer's input, which a checkpoint always keeps (as ``saved_activation_bytes``
-    counts an input the layer saves)."""
+    counts an input the layer saves). The forward counts too: the op-level policy sees every op of it
+    (a dispatch mode), which on small CPU blocks costs as much as the recomputation in backward."""
     from autoplan.models.recompute import wrap_block
     wrapped = replace(case, module=wrap_block(case.module, "selective"))
-    _, bwd_s = time_forward_backward(wrapped, settings)
+    fwd_s, bwd_s = time_forward_backward(wrapped, settings)
     inputs = sum(x.untyped_storage().nbytes() for x in case.inputs if x.is_floating_point())
-    return retained_bytes(wrapped) + inputs, bwd_s
+    return retained_bytes(wrapped) + inputs, fwd_s + bwd_s
 
 
 def measure_case(case: LayerCase, settings: TimingSettings, *, mbs: int, tp: int,
@@ -152,10 +153,10 @@ def measure_case(case: LayerCase, settings: TimingSettings, *, mbs: int, tp: int
     saved = saved_activation_bytes(run, list(case.module.parameters()))
     out_bytes = holder["out"].numel() * holder["out"].element_size()
     del holder
-    sel_bytes, sel_bwd_s = measure_selective(case, settings) if selective else (None, bwd_s)
+    sel_bytes, sel_s = measure_selective(case, settings) if selective else (None, fwd_s + bwd_s)
     return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
                        output_bytes=out_bytes, saved_activation_bytes_selective=sel_bytes,
-                       selective_recompute_s=max(0.0, sel_bwd_s - bwd_s))
+                       selective_recompute_s=max(0.0, sel_s - fwd_s - bwd_s))
 
 
 def optimizer_step_s_per_param(params: list[torch.Tensor], make_optimizer: Callable[[list], torch.optim.Optimizer],

@@ -16,8 +16,8 @@ What each figure means:
   gradient of the output's shape; ``head`` by its scalar loss, because the last pipeline stage runs
   the loss and its fp32 log-softmax is a large saved tensor for a big vocabulary.
 - ``saved_activation_bytes_selective`` and ``selective_recompute_s`` (blocks): the bytes kept and the
-  backward time added under the executor's selective recomputation (its own checkpoint wrapper,
-  :mod:`autoplan.models.recompute`; the backward under it minus the plain one), the bytes counted
+  time added under the executor's selective recomputation (its own checkpoint wrapper,
+  :mod:`autoplan.models.recompute`; forward+backward under it minus the plain ones), the bytes counted
   by the allocator (:func:`~autoplan.profile.layer_figures.retained_bytes`; a checkpoint keeps
   what it saves outside autograd's hooks). The planner takes selective recomputation's saving and cost from them:
   with a fused attention (SDPA, on CPU and CUDA) no s x s scores are ever stored, so the shape's
