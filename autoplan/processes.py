@@ -85,8 +85,8 @@ def children_ignore(signals: Sequence[int]) -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
 
 
-def _parents() -> dict[int, int]:
-    """pid -> parent pid of every process visible in /proc."""
+def _stat_fields() -> dict[int, list[bytes]]:
+    """pid -> the fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
     out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -97,9 +97,20 @@ def _parents() -> dict[int, int]:
         except OSError:          # gone meanwhile
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ')'
-        fields = stat[stat.rfind(b")") + 2:].split()
-        out[int(name)] = int(fields[1])
+        out[int(name)] = stat[stat.rfind(b")") + 2:].split()
     return out
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process visible in /proc."""
+    return {p: int(f[1]) for p, f in _stat_fields().items()}
+
+
+def session_members(sid: int) -> list[int]:
+    """Every living process of session ``sid`` (a child started with ``start_new_session`` leads the
+    session of its own pid; its descendants stay in it after their parent is gone and they are
+    re-parented, where :func:`descendants` no longer finds them)."""
+    return [p for p, f in _stat_fields().items() if int(f[3]) == sid and p != os.getpid() and f[:1] != [b"Z"]]
 
 
 def descendants(pid: int | None = None) -> list[int]:
@@ -169,12 +180,17 @@ def end_descendants(grace_s: float = STOP_GRACE_S) -> None:
 
 def stop_process_tree(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
     """Ask ``proc`` to stop (SIGTERM: torchrun then stops its workers), wait ``grace_s``, then
-    SIGKILL whatever of it and its descendants (as found before the stop) is left, and reap it."""
-    if proc.poll() is not None:
-        return
-    below = descendants(proc.pid)
-    end_processes([proc.pid], grace_s)
-    end_processes([p for p in below + descendants(proc.pid) if _alive(p)], 1.0, first=signal.SIGKILL)
+    SIGKILL whatever of it and its descendants (as found before the stop) is left, and reap it.
+    A process ``proc`` started in its own session (``run_command``) also loses every member of that
+    session: a worker started while the stop arrived outlives its agent re-parented, holds the
+    output pipes open and would keep ``communicate`` waiting."""
+    left: list[int] = []
+    if proc.poll() is None:
+        below = descendants(proc.pid)
+        end_processes([proc.pid], grace_s)
+        left = below + descendants(proc.pid)
+    left += session_members(proc.pid)
+    end_processes([p for p in dict.fromkeys(left) if _alive(p)], 1.0, first=signal.SIGKILL)
     proc.wait()
 
 
