@@ -11,7 +11,7 @@ import pytest
 from autoplan.plan.figures import MEMORY_PARTS, plan_figures
 from autoplan.plan.plan import Plan
 from autoplan.plan.schedules import schedule_order
-from autoplan.plan.timeline import BAR_KINDS, ChunkTimes, check_tiles, simulate_pipeline
+from autoplan.plan.timeline import BAR_KINDS, ChunkTimes, check_tiles, chunk_times, simulate_pipeline
 from cli_utils import run_cli
 from export_plans import done_when_plans, plan_for
 
@@ -157,12 +157,9 @@ def test_simulated_schedule_agrees_with_the_cost_model(name):
     the interleaved term (README, Known limits: the slowest chunk paces fill and drain, off by up to 10% for
     chunks several blocks apart; the 175B plan's chunks of 4 and 5 blocks come to 1.5%)."""
     plan = _plans()[name]
-    tl = plan_figures(plan).timeline
-    per_chunk: dict[tuple[int, int], float] = {}
-    for bar in tl.bars:
-        if bar.microbatch == 0 and bar.kind in ("forward", "recompute", "backward"):
-            per_chunk[bar.rank, bar.chunk] = per_chunk.get((bar.rank, bar.chunk), 0.0) + bar.duration_s
-    chunk_s = list(per_chunk.values())
+    fig = plan_figures(plan)
+    tl = fig.timeline
+    chunk_s = [c.total_s for c in chunk_times(fig.problem.profile, fig.layout, fig.costs)]
     uneven = plan.layout.schedule == "interleaved" and max(chunk_s) > 1.1 * sum(chunk_s) / len(chunk_s)
     assert abs(tl.schedule_difference_s) <= (0.10 if uneven else 0.015) * tl.model_pipeline_s, \
         f"simulated {tl.pipeline_s:.4f} s against the cost model's {tl.model_pipeline_s:.4f} s"

@@ -17,8 +17,9 @@ import math
 
 from autoplan.plan.groups import collective_s
 from autoplan.plan.plan import POWERSGD_RANK, Layout
-from autoplan.profile.assumptions import SoftwareStack
+from autoplan.profile.assumptions import KERNELS, SoftwareStack
 from autoplan.profile.formats import ClusterProfile, ModelProfile
+from autoplan.profile.hardware import accelerator_of
 
 
 def exposed_s(comm_s: float, window_s: float, overlap: bool, interference: float = 0.0) -> float:
@@ -35,8 +36,6 @@ def overlap_interference(cluster: ClusterProfile) -> float:
     """The share of a catalogue GPU's compute an NCCL collective takes while it overlaps compute:
     ``KernelAssumptions.collective_overlap_sms / sm_count`` (0 for a device without an SM count: a
     measured profile or a device not in the catalogue)."""
-    from autoplan.profile.assumptions import KERNELS
-    from autoplan.profile.hardware import accelerator_of
     acc = accelerator_of(cluster.device.name)
     if acc is None or not acc.sm_count:
         return 0.0
