@@ -39,7 +39,9 @@ def runs_made_with(prof: ModelProfile, costs: PipelineCosts) -> list[PipelineTim
 def test_the_runs_cover_both_schedules_and_two_microbatch_counts():
     assert pipeline_cases(1, 10) == []
     assert pipeline_cases(4, 6) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2),
-                                    (2, 2, "interleaved", 8)]
+                                    (2, 2, "interleaved", 8), (2, 3, "interleaved", 2), (2, 3, "interleaved", 8)]
+    assert [c[1] for c in pipeline_cases(2, 13)] == [1, 1, 2, 2, 4, 4]     # a deeper interleave beside vp = 2
+    assert [c[1] for c in pipeline_cases(2, 5)] == [1, 1, 2, 2]
     assert {c[0] for c in pipeline_cases(3, 8)} == {3}          # odd worlds: one pipeline over every rank
     assert pipeline_cases(4, 3) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8)]   # too few units to interleave
     assert even_chunks(10, 4) == (2, 2, 3, 3) and sum(even_chunks(7, 3)) == 7
@@ -122,6 +124,18 @@ def test_runs_are_put_on_the_layers_scale_by_the_reference_timed_beside_them():
     assert got.slowdown == pytest.approx(1.5) and got.fit_error < 1e-3
     assert got.per_chunk_s == pytest.approx(1e-3, abs=2e-5)
     assert got.per_chunk_interleaved_s == pytest.approx(3e-3, abs=2e-5)
+
+
+def test_one_reference_scale_for_every_run_so_a_runs_scattered_reference_does_not_move_it():
+    from autoplan.plan.pipeline_costs import on_layer_scale
+    prof = grouped_profile()
+    prof.whole_model_timings = [GroupTiming(world=4, mbs=1, forward_s=0.04, backward_s=0.06)]
+    runs = [PipelineTiming(world=4, pp=2, vp=1, schedule="1f1b", num_microbatches=m, mbs=1, chunks=(3, 3),
+                           step_s=s, reference_s=r) for m, s, r in ((2, 0.3, 0.2), (8, 1.0, 0.25), (2, 0.3, 0.35))]
+    got = on_layer_scale(prof, runs)
+    # the median reference (0.25 s) against the whole model's 0.1 s: every run x 0.4, the first and the
+    # last (the same step) stay equal although their own references differ by 75%
+    assert [t.step_s for t in got] == pytest.approx([0.12, 0.4, 0.12])
 
 
 def test_a_fit_that_does_not_explain_its_runs_is_not_used():

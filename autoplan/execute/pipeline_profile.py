@@ -11,6 +11,7 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
     pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), even chunks
     1F1B         m = pp and m = 4 pp
     interleaved  vp = 2, m = pp and m = 4 pp        (where the model has 2 pp units)
+                 vp = 4 (else 3), m = pp and 4 pp   (where it has 4 pp, or 3 pp, units)
     micro-batch  the smallest profiled size
 
 Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
@@ -34,6 +35,12 @@ PIPELINES = "(pipelines)"
 PIPELINE_SCHEDULES = ((1, "1f1b"), (2, "interleaved"))
 """(vp, schedule) of the measured runs"""
 
+DEEP_INTERLEAVE = (4, 3)
+"""interleaved again at the first of these chunk counts the model has units for: with vp = 2 alone
+a cost per chunk cannot be told from the schedule's own shape (both grow with m), and on 2 CPU
+processes a step at vp = 4 measured 26% above the same micro-batches at vp = 2 where the layers'
+time says they are equal (the same layers on each rank; workload 5 of fidelity seed 20261204)"""
+
 MICROBATCH_FACTORS = (1, 4)
 """micro-batches of the measured runs, in multiples of pp: one where the fill and drain dominate,
 one where the steady state does"""
@@ -45,8 +52,11 @@ def pipeline_cases(world: int, units: int) -> list[tuple[int, int, str, int]]:
     if world < 2:
         return []
     pp = 2 if world % 2 == 0 else world
-    return [(pp, vp, schedule, k * pp) for vp, schedule in PIPELINE_SCHEDULES if units >= pp * vp
-            for k in MICROBATCH_FACTORS]
+    runs = [(vp, schedule) for vp, schedule in PIPELINE_SCHEDULES if units >= pp * vp]
+    deep = next((vp for vp in DEEP_INTERLEAVE if units >= pp * vp), None)
+    if deep is not None:
+        runs.append((deep, "interleaved"))
+    return [(pp, vp, schedule, k * pp) for vp, schedule in runs for k in MICROBATCH_FACTORS]
 
 
 def even_chunks(units: int, chunks: int) -> tuple[int, ...]:

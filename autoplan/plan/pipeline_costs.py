@@ -116,13 +116,21 @@ def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCo
 
 def on_layer_scale(profile: ModelProfile, runs: list[PipelineTiming]) -> list[PipelineTiming]:
     """``runs`` with their step times on the scale of the profile's in-group figures: times the whole
-    model's in-group forward+backward over the reference timed beside the steps (unchanged where
-    either is missing)."""
+    model's in-group forward+backward over the median of the references timed beside the steps
+    (unchanged where either is missing). One factor for every run of a micro-batch size and world:
+    the runs are seconds apart, so what differs between them is their schedules, while one run's
+    own reference (a few samples) scatters by 20% on a machine with 2 cores (it would put that
+    scatter into the differences the fit explains)."""
+    refs: dict[tuple[int, int], list[float]] = {}
+    for t in runs:
+        if t.reference_s > 0:
+            refs.setdefault((t.mbs, t.world), []).append(t.reference_s)
     out = []
     for t in runs:
         whole = profile.whole_model_timing(t.mbs, t.world)
-        if whole is not None and t.reference_s > 0:
-            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / t.reference_s)
+        ref = sorted(refs.get((t.mbs, t.world), []))
+        if whole is not None and ref:
+            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / ref[len(ref) // 2])
         out.append(t)
     return out
 
