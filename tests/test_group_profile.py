@@ -77,10 +77,11 @@ def test_profile_in_groups_writes_every_case(grouped):
         assert (g.backward_sync_s > 0) == (g.dp > 1)
     assert {g.mbs for g in grouped.whole_model_timings} == {1, 2}
     assert all(k.group_timing(1, world=2) is not None for k in grouped.kinds.values())
-    # short real pipelines of the model (2 stages, 1F1B and interleaved, 2 and 8 micro-batches) and
-    # what they say a pipeline costs beyond its layers
+    # short real pipelines of the model (2 stages, 1F1B and interleaved at vp 2 and at vp 3, the deepest
+    # its 6 units allow, 2 and 8 micro-batches) and what they say a pipeline costs beyond its layers
     runs = {(t.pp, t.vp, t.schedule, t.num_microbatches) for t in grouped.pipeline_timings}
-    assert runs == {(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2), (2, 2, "interleaved", 8)}
+    assert runs == {(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2), (2, 2, "interleaved", 8),
+                    (2, 3, "interleaved", 2), (2, 3, "interleaved", 8)}
     assert all(t.step_s > 0 and t.world == 2 and t.mbs == 1 for t in grouped.pipeline_timings)
     costs = grouped.pipeline_cost(2)
     assert costs is not None and costs.per_chunk_s >= 0 and 0 <= costs.idle_share <= 1
@@ -240,3 +241,29 @@ def test_cost_model_takes_the_in_group_cp_with_tp_figure(sp):
     old = layer_costs(plain, cl, lay, train)["block.0"]
     assert old.compute_s == pytest.approx(share * f) and old.tp_comm_s == pytest.approx(tp_share)
     assert old.cp_comm_s != pytest.approx(blk.cp_comm_s)
+
+
+def _turn_worker(rank: int, world: int) -> list[str]:
+    import torch
+
+    from autoplan.execute.group_measure import GroupProfileConfig, _Case, time_pairs_in_turn
+    calls: list[str] = []
+
+    def case(name: str) -> _Case:
+        def forward() -> str:
+            calls.append(name)
+            return name
+        return _Case(name, "block", None, forward, lambda _: None)
+    cfg = GroupProfileConfig(spec="gpt-tiny", mbs_list=(1,), warmup=1, repeats=3,
+                             min_sample_s=0.0, max_inner=1)
+    times = time_pairs_in_turn([case("a"), case("b")], cfg, torch.device("cpu"))
+    assert len(times) == 2 and all(f >= 0 and b >= 0 for f, b in times)
+    return calls
+
+
+def test_whole_model_sizes_are_timed_in_turn():
+    # the whole model's micro-batch sizes pick a data-parallel micro-batch: their samples alternate,
+    # so a machine whose speed drifts moves them together (after one warm-up call of each)
+    from tests.dist_utils import run_on_ranks
+    calls = run_on_ranks(_turn_worker, world_size=2, timeout_s=120)
+    assert calls[0] == ["a", "b"] + ["a", "b"] * 3 and calls[1] == calls[0]

@@ -157,27 +157,40 @@ def _pairs(case: _Case, device, n: int) -> tuple[float, float]:
 def time_pairs(case: _Case, cfg: GroupProfileConfig, device) -> tuple[float, float]:
     """(forward seconds, backward seconds) per micro-batch: every rank of the job runs ``case`` at
     once; the slowest rank's median over ``cfg.repeats`` samples, each behind a barrier of the job."""
+    return time_pairs_in_turn([case], cfg, device)[0]
+
+
+def time_pairs_in_turn(cases: list[_Case], cfg: GroupProfileConfig, device) -> list[tuple[float, float]]:
+    """:func:`time_pairs` of each of ``cases``, their samples taken in turn (one of each case per
+    round): on a machine whose speed drifts over minutes (a 2-core VM: the same whole model 25%
+    apart in two profiles of one hour) the cases' ratios, which choose the micro-batch size, stay
+    what the machine shows at one moment."""
     import torch.distributed as dist
-    warm = []
-    for _ in range(max(1, cfg.warmup)):
-        dist.barrier()
-        warm.append(sum(_pairs(case, device, 1)))
-    inner = max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / max(min(warm), 1e-9))))
-    inner = int(_agree_max(inner))                   # every rank runs the same calls (collectives)
+    inners = []
+    for case in cases:
+        warm = []
+        for _ in range(max(1, cfg.warmup)):
+            dist.barrier()
+            warm.append(sum(_pairs(case, device, 1)))
+        inner = max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / max(min(warm), 1e-9))))
+        inners.append(int(_agree_max(inner)))       # every rank runs the same calls (collectives)
     for attempt in range(cfg.max_attempts):
         load = ForeignLoad().start()
         cpu0 = time.process_time()
-        fwd, bwd = [], []
+        fwd: list[list[float]] = [[] for _ in cases]
+        bwd: list[list[float]] = [[] for _ in cases]
         for _ in range(cfg.repeats):
-            dist.barrier()
-            f, b = _pairs(case, device, inner)
-            fwd.append(f)
-            bwd.append(b)
+            for k, (case, inner) in enumerate(zip(cases, inners)):
+                dist.barrier()
+                f, b = _pairs(case, device, inner)
+                fwd[k].append(f)
+                bwd[k].append(b)
         foreign = _foreign_cores(load, cpu0, device)
         if foreign <= FOREIGN_CORES_LIMIT:
             break
-    case.foreign_cores = foreign
-    return _median_max(fwd), _median_max(bwd)
+    for case in cases:
+        case.foreign_cores = foreign
+    return [(_median_max(f), _median_max(b)) for f, b in zip(fwd, bwd)]
 
 
 def time_optimizer(params: list, make, cfg: GroupProfileConfig, device) -> float:
@@ -402,22 +415,26 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
         if progress is not None:
             progress(i, total, label)
     # the whole model on every rank: layers composed into one model run slower than each alone
-    # (a working set larger than the caches, fresh activation memory every step)
-    for k, mbs in enumerate(cfg.mbs_list, start=1):
-        case = _whole_model_case(job, mbs)
-        fwd, bwd = time_pairs(case, cfg, device)
-        worst_foreign = max(worst_foreign, case.foreign_cores)
-        if k == 1:
-            params = list(case.module.parameters())
-            optimizer_done[WHOLE_MODEL] = (
-                time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device),
-                time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device))
-        adamw, sgd = optimizer_done[WHOLE_MODEL]
+    # (a working set larger than the caches, fresh activation memory every step); its micro-batch
+    # sizes timed in turn (one module), their ratios are what picks a data-parallel micro-batch
+    module = None
+    cases = []
+    for mbs in cfg.mbs_list:
+        cases.append(_whole_model_case(job, mbs, module))
+        module = cases[-1].module
+    timed = time_pairs_in_turn(cases, cfg, device)
+    worst_foreign = max([worst_foreign] + [c.foreign_cores for c in cases])
+    params = list(module.parameters())
+    optimizer_done[WHOLE_MODEL] = (
+        time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device),
+        time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device))
+    adamw, sgd = optimizer_done[WHOLE_MODEL]
+    for k, (mbs, (fwd, bwd)) in enumerate(zip(cfg.mbs_list, timed), start=1):
         out.setdefault(WHOLE_MODEL, []).append(GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd,
                                                            optimizer_s=adamw, optimizer_sgd_s=sgd))
-        del case
         if progress is not None:
             progress(len(points) + k, total, f"whole model mbs={mbs}")
+    del cases, module, params
     if n_pipes:
         done = len(points) + len(cfg.mbs_list)
 
@@ -431,15 +448,17 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
     return out, worst_foreign
 
 
-def _whole_model_case(job: _Job, mbs: int) -> _Case:
-    """The whole model (every unit, no parallelism) with its loss, on this rank's tokens."""
+def _whole_model_case(job: _Job, mbs: int, module=None) -> _Case:
+    """The whole model (every unit, no parallelism) with its loss, on this rank's tokens (``module``:
+    a copy made for another micro-batch size, else a new one)."""
     import copy
 
     import torch
     import torch.nn.functional as F
 
     from autoplan.models.registry import sample_tokens
-    module = copy.deepcopy(job.model).to(job.device)
+    if module is None:
+        module = copy.deepcopy(job.model).to(job.device)
     tokens = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + job.rank).to(job.device)
     targets = sample_tokens(job.vocab, mbs, job.seq_len, job.cfg.seed + 1000 + job.rank).to(job.device)
     low = job.dtype if job.cfg.precision != "fp32" else None
