@@ -417,11 +417,9 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
     # the whole model on every rank: layers composed into one model run slower than each alone
     # (a working set larger than the caches, fresh activation memory every step); its micro-batch
     # sizes timed in turn (one module), their ratios are what picks a data-parallel micro-batch
-    module = None
-    cases = []
-    for mbs in cfg.mbs_list:
-        cases.append(_whole_model_case(job, mbs, module))
-        module = cases[-1].module
+    first = _whole_model_case(job, cfg.mbs_list[0])
+    module = first.module
+    cases = [first] + [_whole_model_case(job, mbs, module) for mbs in cfg.mbs_list[1:]]
     timed = time_pairs_in_turn(cases, cfg, device)
     worst_foreign = max([worst_foreign] + [c.foreign_cores for c in cases])
     params = list(module.parameters())
@@ -434,7 +432,7 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
                                                            optimizer_s=adamw, optimizer_sgd_s=sgd))
         if progress is not None:
             progress(len(points) + k, total, f"whole model mbs={mbs}")
-    del cases, module, params
+    del first, cases, module, params
     if n_pipes:
         done = len(points) + len(cfg.mbs_list)
 

@@ -125,12 +125,13 @@ def on_layer_scale(profile: ModelProfile, runs: list[PipelineTiming]) -> list[Pi
     for t in runs:
         if t.reference_s > 0:
             refs.setdefault((t.mbs, t.world), []).append(t.reference_s)
+    median = {key: sorted(v)[len(v) // 2] for key, v in refs.items()}
     out = []
     for t in runs:
         whole = profile.whole_model_timing(t.mbs, t.world)
-        ref = sorted(refs.get((t.mbs, t.world), []))
-        if whole is not None and ref:
-            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / ref[len(ref) // 2])
+        ref = median.get((t.mbs, t.world))
+        if whole is not None and ref is not None:
+            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / ref)
         out.append(t)
     return out
 
