@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -37,6 +37,15 @@ class Measured:
     peak_memory_per_rank_bytes: list[int]
     foreign_cores: float = 0.0
     """CPU cores other programs used on average while this was measured (see autoplan.profile.quiet)"""
+    launches_s: list[float] = field(default_factory=list)
+    """where the layout was measured again (:func:`confirm_contenders`): each launch's step time, the
+    first one's included; ``step_time_s`` is then their median.  Empty when measured once"""
+
+    @property
+    def launch_spread(self) -> float:
+        """slowest / fastest launch of this layout, minus 1 (0 when measured once): how far the same
+        layout's step time moves from one launch to the next on this machine"""
+        return max(self.launches_s) / min(self.launches_s) - 1.0 if len(self.launches_s) > 1 else 0.0
 
 
 @dataclass
@@ -52,7 +61,8 @@ class Run:
                    "step_time_s": self.measured.step_time_s, "peak_memory_bytes": self.measured.peak_memory_bytes,
                    "step_times_s": self.measured.step_times_s,
                    "peak_memory_per_rank_bytes": self.measured.peak_memory_per_rank_bytes,
-                   "foreign_cores": self.measured.foreign_cores}}
+                   "foreign_cores": self.measured.foreign_cores,
+                   **({"launches_s": self.measured.launches_s} if self.measured.launches_s else {})}}
         if self.error:
             out["error"] = self.error
         return out
@@ -166,14 +176,58 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
                     foreign_cores=round(foreign, 3))
 
 
+def contenders(runs: list[Run]) -> list[int]:
+    """Indices of the chosen layout (0) and of every layout measured faster than it; [] when the
+    chosen one could not be measured."""
+    if not runs or runs[0].measured is None:
+        return []
+    t0 = runs[0].measured.step_time_s
+    return [0] + [i for i, r in enumerate(runs[1:], start=1) if r.measured and r.measured.step_time_s < t0]
+
+
+def confirm_contenders(runs: list[Run], rounds: int, measure: Callable[[Run], Measured],
+                       progress: Callable[[str], None] | None = None) -> list[Run]:
+    """``runs`` with the chosen layout and every layout measured faster than it (:func:`contenders`)
+    measured ``rounds`` more times, in turn (round-robin: a drift in the machine's speed falls on all
+    of them alike); each one's step time is then the median of its launches (``Measured.launches_s``).
+
+    Why: every layout is measured once, and the fastest of ten noisy measurements is biased low (the
+    least of ten draws), so "the chosen layout is 7% slower than the fastest" can be noise: on a
+    shared 2-core machine the same plan measured 0.94-1.34 s in five launches.  The other layouts keep
+    their one measurement.  ``measure(run)``: one more launch of ``run``'s layout."""
+    idx = contenders(runs)
+    if len(idx) < 2 or rounds < 1:
+        return runs
+    times = {i: [runs[i].measured.step_time_s] for i in idx}
+    for k in range(rounds):
+        for i in idx:
+            try:
+                t = measure(runs[i]).step_time_s
+            except (AutoplanError, subprocess.TimeoutExpired) as e:     # the first launch still counts
+                if progress:
+                    progress(f"confirm {k + 1}/{rounds}: {runs[i].layout.short()}: failed: {str(e).splitlines()[0]}")
+                continue
+            times[i].append(t)
+            if progress:
+                progress(f"confirm {k + 1}/{rounds}: {runs[i].layout.short()}: {t:.3f} s")
+    out = list(runs)
+    for i in idx:
+        out[i] = replace(runs[i], measured=replace(runs[i].measured, step_time_s=statistics.median(times[i]),
+                                                   launches_s=times[i]))
+    return out
+
+
 def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = 4, warmup: int = 2,
-             progress: Callable[[str], None] | None = None, min_layouts: int = 0) -> list[Run]:
+             progress: Callable[[str], None] | None = None, min_layouts: int = 0, confirm: int = 0) -> list[Run]:
     """Predicted against measured for the chosen layout and alternatives (chosen is runs[0]).
 
     ``min_layouts``: refuse, before running anything, where fewer layouts fit the memory budget
-    (``--calibrate`` needs :data:`MIN_CALIBRATION_RUNS`)."""
+    (``--calibrate`` needs :data:`MIN_CALIBRATION_RUNS`).  ``confirm``: measure the chosen layout and
+    every layout measured faster than it this many more times (:func:`confirm_contenders`)."""
     if steps < 1 or warmup < 0:
         raise InputError("--steps must be >= 1 and --warmup >= 0")
+    if confirm < 0:
+        raise InputError("--confirm must be >= 0")
     if pb.cluster.source == "catalogue":
         raise InputError("validate runs on this machine: give a measured cluster profile (autoplan profile cluster)")
     if pb.cluster.world_size > 64:
@@ -195,6 +249,9 @@ def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, s
                 runs.append(Run(lay, pred, m))
             except (AutoplanError, subprocess.TimeoutExpired) as e:
                 runs.append(Run(lay, pred, None, error=str(e).splitlines()[0]))
+        runs = confirm_contenders(
+            runs, confirm, lambda r: measure_layout(pb, r.layout, r.predicted, steps=steps, warmup=warmup,
+                                                    workdir=Path(tmp)), progress)
     return runs
 
 
@@ -233,6 +290,11 @@ class Fidelity:
     """measured time of the chosen layout over the fastest measured, minus 1"""
     worst_memory_underprediction: float
     """max over runs of (measured - predicted) / measured, 0 if never under-predicted"""
+    launch_spread: float = 0.0
+    """largest ``Measured.launch_spread`` of the runs measured more than once (0 if none was): the
+    machine's own timing noise, which a ``chosen_vs_fastest`` below it cannot be told from"""
+    launches: int = 1
+    """launches behind each confirmed layout's median (1: every layout measured once)"""
 
 
 def fidelity(runs: list[Run]) -> Fidelity:
@@ -246,7 +308,20 @@ def fidelity(runs: list[Run]) -> Fidelity:
     under = max(max(0.0, (r.measured.peak_memory_bytes - r.predicted.peak_memory_bytes) / r.measured.peak_memory_bytes)
                 for r in ok)
     return Fidelity(runs=len(ok), time_mape=mape, rank_correlation=spearman(pt, mt) if len(ok) > 1 else 1.0,
-                    chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under)
+                    chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under,
+                    launch_spread=max(r.measured.launch_spread for r in ok),
+                    launches=max(len(r.measured.launches_s) or 1 for r in ok))
+
+
+def choice_verdict(f: Fidelity) -> str:
+    """One line on the chosen layout against the fastest measured, with the machine's timing noise
+    where the contenders were measured more than once."""
+    line = f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured"
+    if f.launches > 1:
+        line += (f" (medians of up to {f.launches} launches; one layout's launches spread up to "
+                 f"{f.launch_spread * 100:.0f}% on this machine")
+        line += ("; within that noise)" if 0 < f.chosen_vs_fastest <= f.launch_spread else ")")
+    return line
 
 
 MIN_CALIBRATION_RUNS = 4
@@ -391,6 +466,9 @@ def print_table(runs: list[Run], out=sys.stdout) -> None:
         err = (r.predicted.step_time_s - r.measured.step_time_s) / r.measured.step_time_s
         busy = (f"  (busy machine: other programs used {r.measured.foreign_cores:.2f} cores)"
                 if r.measured.foreign_cores > FOREIGN_CORES_LIMIT else "")
+        if len(r.measured.launches_s) > 1:
+            busy += (f"  (median of {len(r.measured.launches_s)} launches, {min(r.measured.launches_s):.3f}-"
+                     f"{max(r.measured.launches_s):.3f} s)")
         print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f} {r.measured.step_time_s:>8.3f} "
               f"{err * 100:>+6.1f}% {r.predicted.peak_memory_bytes / 2**20:>9.1f} "
               f"{r.measured.peak_memory_bytes / 2**20:>9.1f}{busy}", file=out)

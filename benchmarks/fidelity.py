@@ -32,8 +32,9 @@ processes. Each is profiled as the README's walkthrough says (``autoplan profile
 rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
 chosen layout and every layout measured faster than it are measured K more times each, in turn, and
-compared on their medians (:func:`confirm_contenders`; the figure from one measurement each is printed
-beside it).
+compared on their medians (``autoplan.validate.confirm_contenders``, what ``validate --confirm K`` does;
+the figure from one measurement each is printed beside it, and the largest spread of one layout's launches:
+the machine's own timing noise).
 
 ``--shape FILE --global-batch B --world W``: one given workload, profiled and validated as ``--random``
 does. ``shapes/issue24-192x6.json`` and ``shapes/issue24-160x8.json`` are issue 24's two shapes (6 blocks of
@@ -65,8 +66,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import (MIN_CALIBRATION_RUNS, Measured, Run, fidelity, fit_calibration, measure_layout,
-                               print_table)
+from autoplan.validate import (MIN_CALIBRATION_RUNS, Measured, Run, confirm_contenders, fidelity, fit_calibration,
+                               measure_layout, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -155,36 +156,6 @@ CONFIRM_ROUNDS = 3
 """--confirm's default: how many more times the chosen layout and those measured faster are measured"""
 
 
-def contenders(runs: list[Run]) -> list[int]:
-    """The chosen layout (index 0) and every layout measured faster than it."""
-    if runs[0].measured is None:
-        return []
-    t0 = runs[0].measured.step_time_s
-    return [0] + [i for i, r in enumerate(runs[1:], start=1) if r.measured and r.measured.step_time_s < t0]
-
-
-def confirm_contenders(pb: Problem, runs: list[Run], *, rounds: int, steps: int, warmup: int,
-                       workdir: Path) -> list[Run]:
-    """``runs`` with the chosen layout and every layout measured faster than it measured ``rounds`` more
-    times, in turn (round-robin, so that a drift in the machine's speed falls on all of them alike), each
-    one's step time then the median of all its measurements. Why: each of the ten layouts is measured
-    once, and the fastest of ten noisy measurements is biased low (the minimum of ten draws), so
-    "chosen vs fastest" charged the choice with noise. The other layouts keep their one measurement."""
-    idx = contenders(runs)
-    if len(idx) < 2 or rounds < 1:
-        return runs
-    times = {i: [runs[i].measured.step_time_s] for i in idx}
-    for k in range(rounds):
-        for i in idx:
-            m = measure_layout(pb, runs[i].layout, runs[i].predicted, steps=steps, warmup=warmup, workdir=workdir)
-            times[i].append(m.step_time_s)
-            print(f"  confirm {k + 1}/{rounds}: {runs[i].layout.short()}: {m.step_time_s:.3f} s", flush=True)
-    out = list(runs)
-    for i in idx:
-        out[i] = replace(runs[i], measured=replace(runs[i].measured, step_time_s=statistics.median(times[i])))
-    return out
-
-
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
                  confirm: int = 0) -> tuple[list[Run], list[Run]]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
@@ -199,7 +170,9 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
-    confirmed = confirm_contenders(pb, runs, rounds=confirm, steps=steps, warmup=warmup, workdir=workdir)
+    confirmed = confirm_contenders(
+        runs, confirm, lambda r: measure_layout(pb, r.layout, r.predicted, steps=steps, warmup=warmup, workdir=workdir),
+        lambda s: print("  " + s, flush=True))
     write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs],
                                               "confirmed": [r.to_dict() for r in confirmed]})
     return runs, confirmed
@@ -244,7 +217,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for w, f, f1, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
-              f"({f1.chosen_vs_fastest * 100:+.1f}% measured once), "
+              f"({f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's launches spread up to "
+              f"{f.launch_spread * 100:.0f}%), "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "

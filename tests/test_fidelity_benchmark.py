@@ -54,12 +54,3 @@ def test_issue_24s_shapes_are_the_issues(fb, name, layers, hidden):
     w = fb.shape_workload(_PATH.parent / "shapes" / f"{name}.json", 16, 4)
     sh = ModelShape.from_dict(w.shape)
     assert (sh.layers, sh.hidden, w.global_batch, w.world) == (layers, hidden, 16, 4) and w.shape["name"] == name
-
-
-def test_the_contenders_are_the_chosen_layout_and_those_measured_faster(fb):
-    from types import SimpleNamespace as NS
-    runs = [NS(measured=NS(step_time_s=t)) for t in (0.128, 0.106, 0.157, 0.117, 0.130)]
-    assert fb.contenders(runs) == [0, 1, 3]
-    runs[0] = NS(measured=NS(step_time_s=0.1))
-    assert fb.contenders(runs) == [0]                     # chosen = fastest: nothing to confirm
-    assert fb.contenders([NS(measured=None), *runs[1:]]) == []

@@ -121,3 +121,54 @@ def test_the_api_refuses_what_the_cli_refused():
     for steps, warmup in ((0, 2), (4, -1)):
         with pytest.raises(InputError, match="--steps must be >= 1 and --warmup >= 0"):
             validate(measured, steps=steps, warmup=warmup)
+    with pytest.raises(InputError, match="--confirm must be >= 0"):
+        validate(measured, confirm=-1)
+
+
+def test_the_contenders_are_the_chosen_layout_and_those_measured_faster():
+    from autoplan.validate import contenders
+    runs = [_run(1.0, t, {}) for t in (0.128, 0.106, 0.157, 0.117, 0.130)]
+    assert contenders(runs) == [0, 1, 3]
+    assert contenders([_run(1.0, 0.1, {}), *runs[1:]]) == [0]          # chosen = fastest: nothing to confirm
+    assert contenders([Run(Layout(), runs[0].predicted, None, error="x"), *runs[1:]]) == []
+
+
+def test_confirming_measures_the_contenders_in_turn_and_judges_on_medians():
+    """The chosen layout (measured once 0.128 s) and the two measured faster are measured twice more, round-robin;
+    each one's time becomes the median of its three launches; the others keep their one measurement."""
+    from autoplan.errors import AutoplanError
+    from autoplan.validate import Measured, choice_verdict, confirm_contenders
+    runs = [_run(1.0, t, {}, tp=tp) for t, tp in ((0.128, 1), (0.106, 2), (0.157, 4), (0.117, 8))]
+    again = {1: [0.100, 0.104], 2: [0.140, AutoplanError("rank 1 failed")], 8: [0.121, 0.125]}   # by tp
+    order = []
+
+    def measure(r: Run) -> Measured:
+        order.append(r.layout.tp)
+        t = again[r.layout.tp].pop(0)
+        if isinstance(t, Exception):
+            raise t
+        return Measured(step_time_s=t, peak_memory_bytes=100, step_times_s=[t], peak_memory_per_rank_bytes=[100])
+
+    said = []
+    out = confirm_contenders(runs, 2, measure, said.append)
+    assert order == [1, 2, 8, 1, 2, 8]                                   # in turn, not one layout after the other
+    assert [r.measured.launches_s for r in out] == [[0.128, 0.100, 0.104], [0.106, 0.140], [], [0.117, 0.121, 0.125]]
+    assert [r.measured.step_time_s for r in out] == pytest.approx([0.104, 0.123, 0.157, 0.121])
+    assert runs[0].measured.step_time_s == 0.128                         # the input is left as it was
+    assert any("failed: rank 1 failed" in s for s in said) and len(said) == 6
+    f = fidelity(out)
+    assert f.chosen_vs_fastest == pytest.approx(0.0) and f.launches == 3
+    assert f.launch_spread == pytest.approx(0.140 / 0.106 - 1)              # the largest of one layout's
+    assert "medians of up to 3 launches" in choice_verdict(f)
+    assert confirm_contenders(runs, 0, measure) is runs                  # --confirm 0: measured once
+    assert "launches" not in choice_verdict(fidelity(runs))
+
+
+def test_a_gap_inside_the_machines_noise_is_said_to_be():
+    from autoplan.validate import choice_verdict
+    runs = [_run(1.0, 0.110, {}), _run(1.0, 0.100, {})]
+    runs[0].measured.launches_s, runs[1].measured.launches_s = [0.110, 0.095, 0.125], [0.100, 0.098, 0.101]
+    assert "within that noise" in choice_verdict(fidelity(runs))         # +10% against a 32% spread
+    runs[0].measured.launches_s = [0.110, 0.109, 0.111]
+    runs[1].measured.launches_s = [0.100, 0.099, 0.101]
+    assert "within that noise" not in choice_verdict(fidelity(runs))     # +10% against 2%

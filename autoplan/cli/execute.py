@@ -79,6 +79,9 @@ def validate(
     all_layouts: bool = typer.Option(False, "--all", help="run every layout that fits (small worlds only)"),
     steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),
     warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),
+    confirm: int = typer.Option(1, "--confirm", help="measure the chosen layout and every layout measured faster "
+                                                     "than it this many more times, in turn, and compare medians "
+                                                     "(0: each layout once; a busy or shared machine needs 2-3)"),
     calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
     as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
     optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
@@ -89,7 +92,7 @@ def validate(
 ) -> None:
     """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
     from autoplan.plan.api import make_problem
-    from autoplan.validate import MIN_CALIBRATION_RUNS, calibrate_cluster_file, fidelity, print_table
+    from autoplan.validate import MIN_CALIBRATION_RUNS, calibrate_cluster_file, choice_verdict, fidelity, print_table
     from autoplan.validate import validate as do_validate
     if plot is not None:
         from autoplan.draw import check_out_path
@@ -98,7 +101,7 @@ def validate(
                       memory_per_device_bytes=parse_bytes(memory_per_device))
     say = (lambda s: None) if as_json else (lambda s: typer.echo(s, err=True))
     runs = do_validate(pb, top_k=top_k, all_layouts=all_layouts, steps=steps, warmup=warmup, progress=say,
-                       min_layouts=MIN_CALIBRATION_RUNS if calibrate else 0)
+                       min_layouts=MIN_CALIBRATION_RUNS if calibrate else 0, confirm=confirm)
     if plot is not None:
         from autoplan.draw import draw_validation
         draw_validation(runs, plot, title=f"{model} on {cluster}, global batch {global_batch}: predicted against measured",
@@ -111,8 +114,8 @@ def validate(
         if sum(r.measured is not None for r in runs) >= 2:
             f = fidelity(runs)
             typer.echo(f"step-time error {f.time_mape * 100:.1f}% (mean abs), rank correlation {f.rank_correlation:.2f}, "
-                       f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured, worst memory "
-                       f"under-prediction {f.worst_memory_underprediction * 100:.1f}%")
+                       f"{choice_verdict(f)}, worst memory under-prediction "
+                       f"{f.worst_memory_underprediction * 100:.1f}%")
     if calibrate:
         cal = calibrate_cluster_file(runs, cluster, pb.cluster.calibration)
         typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
