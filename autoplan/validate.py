@@ -193,7 +193,7 @@ def confirm_contenders(runs: list[Run], rounds: int, measure: Callable[[Run], Me
 
     Why: every layout is measured once, and the fastest of ten noisy measurements is biased low (the
     least of ten draws), so "the chosen layout is 7% slower than the fastest" can be noise: on a
-    shared 2-core machine the same plan measured 0.94-1.34 s in five launches.  The other layouts keep
+    shared 2-core machine the same plan measured 1.02-1.29 s in five launches.  The other layouts keep
     their one measurement.  ``measure(run)``: one more launch of ``run``'s layout."""
     idx = contenders(runs)
     if len(idx) < 2 or rounds < 1:
