@@ -26,8 +26,9 @@ is measured if it is new.
 ``--random N``: N workloads nobody chose, drawn from ``--seed`` (default: today's date as YYYYMMDD,
 so that a figure is not from a seed picked after the fact; :func:`draw_workloads`): GeLU or SwiGLU,
 grouped-query attention, 4-12 blocks, width 128-384, sequence 64-160, a global batch, 2, 3 or 4
-processes. Each is profiled as the README's walkthrough says (``autoplan profile model --mbs 1,2,4
---nproc W`` and ``autoplan profile cluster --nproc W``, run as commands) and validated as
+processes. Each is profiled as the README's walkthrough says (``autoplan profile model --mbs 1,2,4[,B/W]
+--nproc W``, the sizes 1, 2, 4 and the global batch per process, :meth:`Workload.profiled_mbs`; and
+``autoplan profile cluster --nproc W``, run as commands) and validated as
 ``autoplan validate --top-k 10`` does; printed per workload and overall: step-time error (mean abs.),
 rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
@@ -117,6 +118,15 @@ class Workload:
                 f"ffn {sh['ffn_hidden']} {sh['mlp']}, vocab {sh['vocab']}, seq {sh['seq_len']}; "
                 f"batch {self.global_batch} on {self.world} processes")
 
+    def profiled_mbs(self) -> list[int]:
+        """The micro-batch sizes its profile times, as the README's walkthrough says: 1, 2, 4 and the
+        global batch per process (what pure data parallel runs as one micro-batch), so that a size the
+        solver may choose for data parallel is measured, not extrapolated."""
+        sizes = {1, 2, 4}
+        if self.global_batch % self.world == 0:
+            sizes.add(self.global_batch // self.world)
+        return sorted(sizes)
+
 
 def today_seed() -> int:
     """Today's date (UTC) as YYYYMMDD: the seed --random uses unless given one."""
@@ -166,7 +176,8 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     workdir.mkdir(parents=True, exist_ok=True)
     shape, model, cluster = workdir / "shape.json", workdir / "model.json", workdir / "cluster.json"
     shape.write_text(json.dumps(w.shape))
-    _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", "1,2,4", "--nproc", str(w.world))
+    _autoplan("profile", "model", "--model", str(shape), "--out", str(model),
+              "--mbs", ",".join(map(str, w.profiled_mbs())), "--nproc", str(w.world))
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))

@@ -54,3 +54,13 @@ def test_issue_24s_shapes_are_the_issues(fb, name, layers, hidden):
     w = fb.shape_workload(_PATH.parent / "shapes" / f"{name}.json", 16, 4)
     sh = ModelShape.from_dict(w.shape)
     assert (sh.layers, sh.hidden, w.global_batch, w.world) == (layers, hidden, 16, 4) and w.shape["name"] == name
+
+
+def test_a_workload_profiles_the_micro_batch_its_data_parallel_layout_runs(fb):
+    """A size pure data parallel may choose (global batch / processes) is timed, not extrapolated:
+    seed 20261207's 2-process misses chose mbs 4 x 2 over an unmeasured mbs 8 x 1 that ran faster."""
+    shape = {"name": "w"}
+    assert fb.Workload(shape, 16, 2).profiled_mbs() == [1, 2, 4, 8]
+    assert fb.Workload(shape, 12, 2).profiled_mbs() == [1, 2, 4, 6]
+    assert fb.Workload(shape, 16, 4).profiled_mbs() == [1, 2, 4]       # the walkthrough's own case
+    assert fb.Workload(shape, 8, 4).profiled_mbs() == [1, 2, 4]
