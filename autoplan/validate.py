@@ -28,6 +28,12 @@ from autoplan.processes import run_command
 from autoplan.profile.formats import Calibration, ClusterProfile
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad, children_cpu_s
 
+TIMED_STEPS = 4
+"""steps timed per layout (``autoplan validate --steps``); the figure is their median"""
+WARMUP_STEPS = 2
+"""untimed steps first (``--warmup``): on CPU processes the step after a single warm-up still ran
+1.29x the later ones (median of 60 launches, 0.93-1.76x; fidelity seed 20261211), the one after two 1.02x"""
+
 
 @dataclass
 class Measured:
@@ -217,7 +223,8 @@ def confirm_contenders(runs: list[Run], rounds: int, measure: Callable[[Run], Me
     return out
 
 
-def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = 4, warmup: int = 2,
+def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = TIMED_STEPS,
+             warmup: int = WARMUP_STEPS,
              progress: Callable[[str], None] | None = None, min_layouts: int = 0, confirm: int = 0) -> list[Run]:
     """Predicted against measured for the chosen layout and alternatives (chosen is runs[0]).
 

@@ -1,6 +1,6 @@
 """Fidelity: predicted against measured step time and memory, before and after calibration.
 
-    python benchmarks/fidelity.py [--set default|holdout] [--steps 3] [--workdir /tmp/autoplan-fidelity]
+    python benchmarks/fidelity.py [--set default|holdout] [--steps 3] [--warmup 2] [--workdir /tmp/autoplan-fidelity]
     python benchmarks/fidelity.py --random 6 [--seed 20261201]
     python benchmarks/fidelity.py --shape benchmarks/shapes/issue24-192x6.json --global-batch 16 --world 4
 
@@ -67,8 +67,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import (MIN_CALIBRATION_RUNS, Measured, Run, confirm_contenders, fidelity, fit_calibration,
-                               measure_layout, print_table)
+from autoplan.validate import (MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run, confirm_contenders,
+                               fidelity, fit_calibration, measure_layout, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -267,14 +267,24 @@ def report(title: str, runs: list[Run]) -> None:
     print_table(runs)
 
 
+def as_validate(args) -> None:
+    """``--random`` and ``--shape`` measure as ``autoplan validate`` does: its timed and warm-up steps
+    unless given (with one warm-up step the first timed step ran 1.29x the later ones, median of 60
+    launches of seed 20261211 at b7f386c, and the median of three was then the larger of the other two)."""
+    args.steps = TIMED_STEPS if args.steps is None else args.steps
+    args.warmup = WARMUP_STEPS if args.warmup is None else args.warmup
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", choices=sorted(SETS), default="default",
                     help="which workload: the one the model was developed on, or a held-out one")
     ap.add_argument("--model", default=None, help="model spec (default: the set's)")
     ap.add_argument("--global-batch", type=int, default=None, help="default: the set's")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=None, help="untimed steps per layout (default: 2; --random: 1)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps per layout (default: 3; --random and --shape: autoplan validate's, 4)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="untimed steps per layout (default: 2, autoplan validate's)")
     ap.add_argument("--memory-per-device", type=int, default=2**30, help="bytes; large so every layout fits")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="where profiles and measurements are written (default: a new temporary folder)")
@@ -301,18 +311,19 @@ def main() -> None:
             ap.error("--shape needs --global-batch and --world (and no --random)")
         if not args.shape.is_file():
             ap.error(f"shape file not found: {args.shape}")
-        args.warmup = 1 if args.warmup is None else args.warmup
+        as_validate(args)
         args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="autoplan-fidelity-shape-"))
         run_workloads([(0, shape_workload(args.shape, args.global_batch, args.world))], f"--shape {args.shape}", args)
         return
     if args.random is not None:
         if args.random < 1 or args.reuse:
             ap.error("--random needs N >= 1 and runs afresh (no --reuse)")
-        args.warmup = 1 if args.warmup is None else args.warmup
+        as_validate(args)
         args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="autoplan-fidelity-random-"))
         run_random(args)
         return
-    args.warmup = 2 if args.warmup is None else args.warmup
+    args.warmup = WARMUP_STEPS if args.warmup is None else args.warmup
+    args.steps = 3 if args.steps is None else args.steps
     chosen_set = SETS[args.set]
     args.model = args.model or chosen_set["model"]
     args.global_batch = args.global_batch or chosen_set["global_batch"]

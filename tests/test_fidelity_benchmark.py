@@ -64,3 +64,16 @@ def test_a_workload_profiles_the_micro_batch_its_data_parallel_layout_runs(fb):
     assert fb.Workload(shape, 12, 2).profiled_mbs() == [1, 2, 4, 6]
     assert fb.Workload(shape, 16, 4).profiled_mbs() == [1, 2, 4]       # the walkthrough's own case
     assert fb.Workload(shape, 8, 4).profiled_mbs() == [1, 2, 4]
+
+
+def test_random_and_shape_measure_with_validates_steps(fb):
+    """--random/--shape time as ``autoplan validate`` does (one warm-up step left the next 1.29x slow)."""
+    import argparse
+
+    from autoplan.validate import TIMED_STEPS, WARMUP_STEPS
+    args = argparse.Namespace(steps=None, warmup=None)
+    fb.as_validate(args)
+    assert (args.steps, args.warmup) == (TIMED_STEPS, WARMUP_STEPS) == (4, 2)
+    args = argparse.Namespace(steps=3, warmup=1)                       # given: kept
+    fb.as_validate(args)
+    assert (args.steps, args.warmup) == (3, 1)
