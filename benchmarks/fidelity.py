@@ -267,11 +267,12 @@ def report(title: str, runs: list[Run]) -> None:
     print_table(runs)
 
 
-def as_validate(args) -> None:
-    """``--random`` and ``--shape`` measure as ``autoplan validate`` does: its timed and warm-up steps
-    unless given (with one warm-up step the first timed step ran 1.29x the later ones, median of 60
-    launches of seed 20261211 at b7f386c, and the median of three was then the larger of the other two)."""
-    args.steps = TIMED_STEPS if args.steps is None else args.steps
+def as_validate(args, steps: int = TIMED_STEPS) -> None:
+    """Fill in the steps not given: ``autoplan validate``'s warm-up and, unless ``steps`` says otherwise
+    (the fixed sets keep 3), its timed steps. ``--random`` and ``--shape`` measure as validate does (with
+    one warm-up step the first timed step ran 1.29x the later ones, median of 60 launches of seed
+    20261211 at b7f386c, and the median of three was then the larger of the other two)."""
+    args.steps = steps if args.steps is None else args.steps
     args.warmup = WARMUP_STEPS if args.warmup is None else args.warmup
 
 
@@ -322,8 +323,7 @@ def main() -> None:
         args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="autoplan-fidelity-random-"))
         run_random(args)
         return
-    args.warmup = WARMUP_STEPS if args.warmup is None else args.warmup
-    args.steps = 3 if args.steps is None else args.steps
+    as_validate(args, steps=3)
     chosen_set = SETS[args.set]
     args.model = args.model or chosen_set["model"]
     args.global_batch = args.global_batch or chosen_set["global_batch"]

@@ -24,6 +24,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 
 def main() -> None:
@@ -32,6 +33,7 @@ def main() -> None:
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
 
+    from autoplan.execute.dp import set_gradient_sync
     from autoplan.models.registry import build_model_from_spec, sample_tokens
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -45,7 +47,7 @@ def main() -> None:
     per = args.global_batch // world
     if per < 2 or per % 2 or args.global_batch % world:
         raise SystemExit(f"error: --global-batch {args.global_batch} must give each of {world} ranks an even count >= 2")
-    shape = json.load(open(args.shape))
+    shape = json.loads(Path(args.shape).read_text())
     model = build_model_from_spec(args.shape, seed=0)
     tokens = sample_tokens(shape["vocab"], per, shape["seq_len"], rank)
     targets = sample_tokens(shape["vocab"], per, shape["seq_len"], 100 + rank)
@@ -69,7 +71,7 @@ def main() -> None:
     def ddp_step(mbs, m, step=False):
         opt.zero_grad(set_to_none=True)
         for i, (t, y) in enumerate(zip(tokens.chunk(m), targets.chunk(m))):
-            ddp.require_backward_grad_sync = i == m - 1
+            set_gradient_sync(ddp, i == m - 1)
             (loss_of(ddp, t, y) / m).backward()
         if step:
             opt.step()

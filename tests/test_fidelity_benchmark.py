@@ -77,3 +77,15 @@ def test_random_and_shape_measure_with_validates_steps(fb):
     args = argparse.Namespace(steps=3, warmup=1)                       # given: kept
     fb.as_validate(args)
     assert (args.steps, args.warmup) == (3, 1)
+
+
+def test_the_validate_command_defaults_are_validates_named_steps():
+    """`autoplan validate`'s option defaults are literals (importing autoplan.validate at start-up costs
+    0.3 s); they must stay what the library and the benchmark use."""
+    import typer.main
+
+    from autoplan.cli import app
+    from autoplan.validate import TIMED_STEPS, WARMUP_STEPS
+    cmd = typer.main.get_command(app).commands["validate"]
+    defaults = {p.name: p.default for p in cmd.params}
+    assert (defaults["steps"], defaults["warmup"]) == (TIMED_STEPS, WARMUP_STEPS)

@@ -77,8 +77,8 @@ def validate(
     global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
     top_k: int = typer.Option(3, "--top-k", help="run the chosen layout and this many in all"),
     all_layouts: bool = typer.Option(False, "--all", help="run every layout that fits (small worlds only)"),
-    steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),
-    warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),
+    steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),      # validate.TIMED_STEPS
+    warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),          # validate.WARMUP_STEPS
     confirm: int = typer.Option(1, "--confirm", help="measure the chosen layout and every layout measured faster "
                                                      "than it this many more times, in turn, and compare medians "
                                                      "(0: each layout once; a busy or shared machine needs 2-3)"),
