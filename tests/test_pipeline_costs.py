@@ -10,7 +10,8 @@ import pytest
 from autoplan.execute.pipeline_profile import even_chunks, pipeline_cases
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
-from autoplan.plan.pipeline_costs import _unit_times, fit_pipeline_costs, measured_relief, predicted_step_s
+from autoplan.plan.pipeline_costs import (_unit_times, fit_pipeline_costs, measured_relief, pipeline_costs_for,
+                                          predicted_step_s)
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineCosts, PipelineTiming
@@ -39,11 +40,13 @@ def runs_made_with(prof: ModelProfile, costs: PipelineCosts) -> list[PipelineTim
 def test_the_runs_cover_both_schedules_and_two_microbatch_counts():
     assert pipeline_cases(1, 10) == []
     assert pipeline_cases(4, 6) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2),
-                                    (2, 2, "interleaved", 8), (2, 3, "interleaved", 2), (2, 3, "interleaved", 8)]
+                                    (2, 2, "interleaved", 8), (2, 3, "interleaved", 2), (2, 3, "interleaved", 8),
+                                    (4, 1, "1f1b", 4), (4, 1, "1f1b", 16)]     # and one pipeline over all 4 ranks
+    assert {c[0] for c in pipeline_cases(8, 8)} == {2, 8} and {c[0] for c in pipeline_cases(8, 7)} == {2}
     assert [c[1] for c in pipeline_cases(2, 13)] == [1, 1, 2, 2, 4, 4]     # a deeper interleave beside vp = 2
     assert [c[1] for c in pipeline_cases(2, 5)] == [1, 1, 2, 2]
     assert {c[0] for c in pipeline_cases(3, 8)} == {3}          # odd worlds: one pipeline over every rank
-    assert pipeline_cases(4, 3) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8)]   # too few units to interleave
+    assert pipeline_cases(4, 3) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8)]   # too few units to interleave or for 4 stages
     assert even_chunks(10, 4) == (2, 2, 3, 3) and sum(even_chunks(7, 3)) == 7
 
 
@@ -60,6 +63,40 @@ def test_the_fit_recovers_the_terms_the_runs_were_made_with(a, av, e, c):
     assert got.per_chunk_interleaved_s == pytest.approx(av, abs=2e-5)
     assert got.idle_share == pytest.approx(e)
     assert fit_pipeline_costs(prof, 2) is None        # no runs of that world
+
+
+def test_each_depth_gets_its_own_costs_and_a_layout_the_nearest_measured():
+    prof = grouped_profile(blocks=10)        # 12 units: 4 stages interleave at vp 2 and 3 (6 runs per depth)
+    two = PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, per_chunk_interleaved_s=2e-3, idle_share=1.0, slowdown=2.0)
+    four = replace(two, per_chunk_s=6e-3, idle_share=0.25, per_step_s=2e-3)
+    prof.pipeline_timings = ([t for t in runs_made_with(prof, two) if t.pp == 2]
+                             + [t for t in runs_made_with(prof, four) if t.pp == 4])
+    assert {t.pp for t in prof.pipeline_timings} == {2, 4}
+    got2, got4 = fit_pipeline_costs(prof, 4, 2), fit_pipeline_costs(prof, 4, 4)
+    assert (got2.pp, got4.pp) == (2, 4) and got2.fit_error < 1e-3 and got4.fit_error < 1e-3
+    assert got2.per_chunk_s == pytest.approx(1e-3, abs=2e-5) and got4.per_chunk_s == pytest.approx(6e-3, abs=2e-5)
+    assert got4.per_step_s == pytest.approx(2e-3, abs=2e-5) and got4.idle_share == pytest.approx(0.25)
+    assert fit_pipeline_costs(prof, 4, 3) is None                     # no 3-stage runs
+    runs = prof.pipeline_timings
+    prof.pipeline_timings = [t for t in runs if t.pp == 2 or t.vp == 1]
+    assert fit_pipeline_costs(prof, 4, 4).idle_share == 1.0           # 2 runs, 3 unknowns: e is not fitted
+    prof.pipeline_timings = runs
+    assert fit_pipeline_costs(prof, 4).fit_error > 0.01               # one fit for both depths cannot explain them
+    prof.pipeline_costs = [got2, got4]
+    assert pipeline_costs_for(prof, 4, 4) is got4 and pipeline_costs_for(prof, 4, 2) is got2
+    assert pipeline_costs_for(prof, 4, 3) is got4 and pipeline_costs_for(prof, 4, 8) is got4   # nearest by ratio
+    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
+    train = TrainingConfig(global_batch=8)
+    names = prof.layer_names()
+    deep = Layout(pp=4, mbs=1, num_microbatches=8, stages=[names[:3], names[3:6], names[6:9], names[9:]])
+    before = evaluate(prof, cl, deep, train).step_time_s
+    prof.pipeline_costs = [got2, replace(got4, per_chunk_s=2e-2)]
+    assert evaluate(prof, cl, deep, train).step_time_s > before + 8 * 1e-2      # the 4-stage costs price pp = 4
+    prof.pipeline_costs = [got2, replace(got4, fit_error=0.5)]
+    assert pipeline_costs_for(prof, 4, 4) is got2                     # runs that contradict each other give way
+    old = replace(got2, pp=0)                                         # a profile from before depths were apart
+    prof.pipeline_costs = [old]
+    assert pipeline_costs_for(prof, 4, 4) is old and prof.pipeline_cost(4, 2) is old
 
 
 def test_profiles_keep_their_pipeline_runs_and_older_ones_load():

@@ -40,7 +40,7 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
                       environment: dict | None = None) -> ModelProfile:
     """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced); the
     pipeline runs among them replace those of their world size, with the pipeline costs derived
-    from them (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`)."""
+    from them, one per pipeline depth (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`)."""
     for kind, gts in timings.items():
         if kind == PIPELINES:
             continue
@@ -59,11 +59,13 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
         worlds = {t.world for t in runs}
         profile.pipeline_timings = [t for t in profile.pipeline_timings if t.world not in worlds] + list(runs)
         profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
-        profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w) for w in sorted(worlds)) if c]
+        depths = sorted({(t.world, t.pp) for t in runs})
+        profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w, pp) for w, pp in depths) if c]
         for c in profile.pipeline_costs:
             if c.world in worlds and usable(c) is None:
-                print(f"warning: the pipelines measured on {c.world} processes contradict each other (the fit misses "
-                      f"one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed without them; "
+                print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
+                      f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
+                      "without them; "
                       "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)

@@ -8,7 +8,8 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
 :func:`autoplan.execute.pp.build_schedule`: just-in-time receive buffers, torch's ``Schedule1F1B`` and
 ``ScheduleInterleaved1F1B``) for a few steps, every rank of the job in a pipeline at once::
 
-    pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), even chunks
+    pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), even chunks;
+                 where N is even and above 2, again as one pipeline of pp = N over every rank
     1F1B         m = pp and m = 4 pp
     interleaved  vp = 2, m = pp and m = 4 pp        (where the model has 2 pp units)
                  vp = 4 (else 3), m = pp and 4 pp   (where it has 4 pp, or 3 pp, units)
@@ -46,17 +47,30 @@ MICROBATCH_FACTORS = (1, 4)
 one where the steady state does"""
 
 
-def pipeline_cases(world: int, units: int) -> list[tuple[int, int, str, int]]:
-    """(pp, vp, schedule, num_microbatches) of every run in a job of ``world`` processes for a model
-    of ``units`` units (none on one process)."""
+def pipeline_depths(world: int, units: int) -> list[int]:
+    """The pipeline depths measured in a job of ``world`` processes: 2 (pipelines tiling the job) and
+    ``world`` (one pipeline over every rank) where ``world`` is even, else ``world``; each only where
+    the model has a unit per stage. Both, because what a step costs beyond its layers depends on the
+    depth: on 4 processes sharing 2 cores, 4-stage pipelines ran 10-30% above what the 2-stage runs
+    said, the gap growing by ~7 ms per micro-batch (fidelity seed 20261212, workload 4)."""
     if world < 2:
         return []
-    pp = 2 if world % 2 == 0 else world
-    runs = [(vp, schedule) for vp, schedule in PIPELINE_SCHEDULES if units >= pp * vp]
-    deep = next((vp for vp in DEEP_INTERLEAVE if units >= pp * vp), None)
-    if deep is not None:
-        runs.append((deep, "interleaved"))
-    return [(pp, vp, schedule, k * pp) for vp, schedule in runs for k in MICROBATCH_FACTORS]
+    depths = [2, world] if world % 2 == 0 and world > 2 else [world]
+    return [pp for pp in depths if units >= pp]
+
+
+def pipeline_cases(world: int, units: int) -> list[tuple[int, int, str, int]]:
+    """(pp, vp, schedule, num_microbatches) of every run in a job of ``world`` processes for a model
+    of ``units`` units (none on one process): per depth of :func:`pipeline_depths`, 1F1B and the
+    interleaves the model has units for, each at few and many micro-batches."""
+    out = []
+    for pp in pipeline_depths(world, units):
+        runs = [(vp, schedule) for vp, schedule in PIPELINE_SCHEDULES if units >= pp * vp]
+        deep = next((vp for vp in DEEP_INTERLEAVE if units >= pp * vp), None)
+        if deep is not None:
+            runs.append((deep, "interleaved"))
+        out += [(pp, vp, schedule, k * pp) for vp, schedule in runs for k in MICROBATCH_FACTORS]
+    return out
 
 
 def even_chunks(units: int, chunks: int) -> tuple[int, ...]:

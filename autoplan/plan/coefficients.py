@@ -18,7 +18,7 @@ from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_
                                                in_group_cp_terms, in_group_fsdp_s, in_group_terms, in_group_world,
                                                matrix_width, overlap_interference, stack_terms, sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
-from autoplan.plan.pipeline_costs import extra_message_s, usable
+from autoplan.plan.pipeline_costs import extra_message_s, pipeline_costs_for
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import BYTES_PER_ELEMENT
@@ -203,7 +203,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         opt_temp_b=4 if executor and train.optimizer == "adamw" and cluster.device.type == "cuda" else 0,
         parts=_activation_parts(profile, stack), k_dp=group_ranks_per_node(tp, dp, cluster.devices_per_node),
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
-        pipe=usable(profile.pipeline_cost(world)) if world and pp > 1 else None,
+        pipe=pipeline_costs_for(profile, world, pp) if world and pp > 1 else None,
         output_kinds=_output_kinds(profile),
         interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0)
 

@@ -151,7 +151,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.pipeline_costs import per_chunk_s, pipeline_relief, usable
+from autoplan.plan.pipeline_costs import per_chunk_s, pipeline_costs_for, pipeline_relief
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -213,7 +213,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         for u, _ in edges:
             p2p[b % p] += costs[u].p2p_s
             chunk_s[b] += costs[u].p2p_s
-    pipe = usable(profile.pipeline_cost(cluster.world_size)) if p > 1 and in_group_world(profile, cluster) else None
+    pipe = pipeline_costs_for(profile, cluster.world_size, p) if p > 1 and in_group_world(profile, cluster) else None
     if pipe is not None:
         # measured in groups: every chunk's actions and messages per micro-batch (pipeline_costs.py)
         per_chunk = per_chunk_s(pipe, layout) * cluster.calibration.comm_scale

@@ -183,6 +183,9 @@ class PipelineCosts:
     """the layers' in-group time over their time alone that the fit used (the relief's floor)"""
     fit_error: float = 0.0
     """the largest relative error of the fit on its runs"""
+    pp: int = 0
+    """the pipeline depth of the runs it was derived from (0: every run of the world, as profiles
+    made before depths were measured apart hold it)"""
 
 
 @dataclass
@@ -350,11 +353,13 @@ class ModelProfile:
     """short real pipelines of the model inside the group job (``profile model --nproc``; absent in
     older profiles)"""
     pipeline_costs: list[PipelineCosts] = field(default_factory=list)
-    """what those runs say a pipeline costs beyond its layers, one per world size"""
+    """what those runs say a pipeline costs beyond its layers, one per world size and pipeline depth"""
 
-    def pipeline_cost(self, world: int) -> PipelineCosts | None:
-        """The pipeline costs derived for ``world`` processes, or None (not measured)."""
-        return next((c for c in self.pipeline_costs if c.world == world), None)
+    def pipeline_cost(self, world: int, pp: int = 0) -> PipelineCosts | None:
+        """The pipeline costs derived for ``world`` processes and a pipeline ``pp`` deep: those of the
+        measured depth nearest ``pp`` (by ratio; the shallower on a tie, any where ``pp`` is 0), or
+        None (no pipeline measured on ``world`` processes)."""
+        return nearest_depth([c for c in self.pipeline_costs if c.world == world], pp)
 
     def whole_model_timing(self, mbs: int, world: int) -> GroupTiming | None:
         """The whole model's in-group figures at ``mbs`` (:func:`mbs_curve` of the measured sizes)."""
@@ -493,6 +498,14 @@ def _pipeline_timing(t: Any, where: str) -> PipelineTiming:
                           lone_reference_s=as_float(t.get("lone_reference_s", 0.0), f"{where}.lone_reference_s"))
 
 
+def nearest_depth(costs: list[PipelineCosts], pp: int) -> PipelineCosts | None:
+    """The one of ``costs`` measured at the pipeline depth nearest ``pp`` (by ratio; the shallower on a
+    tie; the first where ``pp`` or the depths are 0), or None where ``costs`` is empty."""
+    def distance(c: PipelineCosts) -> tuple[float, int]:
+        return (abs(math.log(c.pp / pp)) if c.pp and pp else 0.0, c.pp)
+    return min(costs, key=distance) if costs else None
+
+
 def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
     """A PipelineCosts from JSON (InputError naming the field otherwise)."""
     c = as_dict(c, where)
@@ -505,7 +518,8 @@ def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
         per_chunk_interleaved_s=as_float(c.get("per_chunk_interleaved_s", 0.0), f"{where}.per_chunk_interleaved_s"),
         per_step_s=as_float(c.get("per_step_s", 0.0), f"{where}.per_step_s"),
         slowdown=as_float(c.get("slowdown", 1.0), f"{where}.slowdown", minimum=1.0),
-        fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"))
+        fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"),
+        pp=as_int(c.get("pp", 0), f"{where}.pp", minimum=0, maximum=MAX_DEVICES))
 
 
 def _group_timing(g: Any, where: str) -> GroupTiming:
