@@ -210,3 +210,19 @@ def test_the_cost_model_costs_the_measured_runs_as_their_fit_does(schedule, vp):
     p = evaluate(prof, cl, lay, TrainingConfig(global_batch=4))
     pipeline = sum(v for k, v in p.breakdown_s.items() if k not in ("dp_sync", "optimizer"))
     assert pipeline == pytest.approx(predicted_step_s(run, _unit_times(prof, 4, 1), costs), rel=1e-9)
+
+
+def test_a_depth_whose_runs_contradict_each_other_is_named_and_gives_way(capsys):
+    from autoplan.execute.group_profile import add_group_timings
+    from autoplan.execute.pipeline_profile import PIPELINES
+    prof = grouped_profile(blocks=6)
+    runs = runs_made_with(prof, PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, idle_share=1.0, slowdown=2.0))
+    # the 4-stage run with few micro-batches took as long as the one with four times as many
+    many = max(t.step_s for t in runs if t.pp == 4)
+    runs = [replace(t, step_s=many) if t.pp == 4 and t.num_microbatches == 4 else t for t in runs]
+    add_group_timings(prof, {PIPELINES: runs})
+    err = capsys.readouterr().err
+    assert "warning: the 4-stage pipelines measured on 4 processes contradict each other" in err
+    assert "2-stage" not in err and err.count("\n") == 1
+    assert [c.pp for c in prof.pipeline_costs] == [2, 4]
+    assert pipeline_costs_for(prof, 4, 4).pp == 2                     # the 2-stage runs cost a 4-stage layout

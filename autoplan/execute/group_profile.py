@@ -65,7 +65,7 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
             if c.world in worlds and usable(c) is None:
                 print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
                       f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
-                      "without them; "
+                      "without them (with another depth's runs where those fit); "
                       "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)

@@ -51,7 +51,7 @@ def pipeline_depths(world: int, units: int) -> list[int]:
     """The pipeline depths measured in a job of ``world`` processes: 2 (pipelines tiling the job) and
     ``world`` (one pipeline over every rank) where ``world`` is even, else ``world``; each only where
     the model has a unit per stage. Both, because what a step costs beyond its layers depends on the
-    depth: on 4 processes sharing 2 cores, 4-stage pipelines ran 10-30% above what the 2-stage runs
+    depth: on 4 processes sharing 2 cores, 4-stage pipelines ran 13-33% above what the 2-stage runs
     said, the gap growing by ~7 ms per micro-batch (fidelity seed 20261212, workload 4)."""
     if world < 2:
         return []

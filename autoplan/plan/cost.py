@@ -20,7 +20,8 @@ Step time (seconds), with S = pp*vp chunks, chunk j on pipeline rank j mod pp, m
 cluster profile's calibration (``validate --calibrate``); uncalibrated they are 0 and 1.
 
 Where the model profile holds pipelines measured in groups of the cluster's size (``profile model
---nproc N``, :mod:`autoplan.plan.pipeline_costs`), a pipeline also costs what they showed beyond their
+--nproc N``, :mod:`autoplan.plan.pipeline_costs`; those of the measured depth nearest the layout's pp),
+a pipeline also costs what they showed beyond their
 layers: ``a`` per chunk and micro-batch (its schedule actions and messages; it replaces the cluster's
 send/recv fit, whose growth beyond the measured message size is kept) in ``C_j`` and so ``vp * a`` in
 ``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief only
