@@ -142,6 +142,12 @@ def test_run_names_an_option_it_does_not_have(tmp_path):
     assert_one_line_error(proc, "no option --nproc", "autoplan run PLAN [OPTIONS] -- SCRIPT")
 
 
+def test_run_names_a_plan_option_it_does_not_have(tmp_path):
+    """``autoplan run --plan plan.json -- train.py`` (as export takes it): not 'plan file not found: --plan'."""
+    proc = run_cli("run", "--plan", str(tmp_path / "plan.json"), "--", "examples/train_gpt.py")
+    assert_one_line_error(proc, "no option --plan", "the plan is its first argument")
+
+
 def test_unknown_model_name(files):
     tmp, _, cluster, _ = files
     assert_one_line_error(run_cli(*solve_args("gpt-nonexistent", cluster, tmp / "p.json")), "unknown model")

@@ -35,6 +35,9 @@ def run(
     from autoplan.errors import InputError
     from autoplan.plan.plan import Plan
     args = list(ctx.args)
+    if str(plan).startswith("-"):    # `autoplan run --plan p.json`: the option was taken for the plan's path
+        raise InputError(f"autoplan run has no option {str(plan).split('=')[0]}: the plan is its first argument: "
+                         "autoplan run PLAN [OPTIONS] -- SCRIPT [ARGS...]")
     if args and args[0].startswith("-") and args[0] != "--":    # an option run does not have, before the script
         raise InputError(f"autoplan run has no option {args[0].split('=')[0]} (the plan sets the processes per "
                          "node; see autoplan run --help): autoplan run PLAN [OPTIONS] -- SCRIPT [ARGS...]")
