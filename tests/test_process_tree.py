@@ -35,3 +35,35 @@ def test_session_members_finds_a_new_session():
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.timeout(30)
+def test_an_interrupt_python_drops_is_not_printed_and_comes_again(capfd):
+    """A signal whose handler runs inside a weakref callback (as Ctrl-C once did inside the import
+    machinery's module-lock callback during `profile model`): Python drops the exception there and
+    prints it with a traceback; under interrupts_raise nothing is printed and the interrupt still
+    unwinds the block a moment later."""
+    import signal
+    import weakref
+
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupts_raise
+
+    class Thing:
+        pass
+
+    def callback(_ref) -> None:
+        signal.raise_signal(signal.SIGINT)      # the handler runs here, inside the callback
+        sum(range(1000))                        # bytecode for it to run at
+
+    with pytest.raises(Interrupted):
+        with interrupts_raise():
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing                           # the callback runs; its Interrupted is dropped
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the signal comes again and raises here
+                time.sleep(0.01)
+    assert ref() is None
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
