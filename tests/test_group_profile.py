@@ -268,33 +268,3 @@ def test_whole_model_sizes_are_timed_in_turn():
     from tests.dist_utils import run_on_ranks
     calls = run_on_ranks(_turn_worker, world_size=2, timeout_s=120)
     assert calls[0] == ["a", "b"] + ["a", "b"] * 3 and calls[1] == calls[0]
-
-
-def _wrapped_pipeline_worker(rank: int, world: int) -> list[tuple]:
-    import torch
-    from torch.distributed.fsdp import FSDPModule
-
-    from autoplan.execute.group_measure import GroupProfileConfig, _Job
-    from autoplan.execute.pipeline_profile import pipeline_step
-    job = _Job(GroupProfileConfig(spec="gpt-tiny", mbs_list=(1,)), torch.device("cpu"))
-    out = []
-    for dp in (1, 2):
-        _, step = pipeline_step(job, 2, 1, "1f1b", 2, 1, torch.device("cpu"), dp=dp)
-        step()
-        step()
-        chunk = step.chunks[0]
-        shards = [p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in chunk.parameters()]
-        out.append((dp, isinstance(chunk, FSDPModule), sum(shards), all(p.grad is None for p in chunk.parameters())))
-    return out
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_the_wrapped_pipeline_runs_as_the_executor_runs_dp_x_pp():
-    """On 4 real processes the 2-stage runs tile the job; wrapped, each chunk is FSDP over the 2 ranks
-    that hold the same stage (its parameters halved on each), and the steps run and clear their gradients."""
-    from tests.dist_utils import run_on_ranks
-    results = run_on_ranks(_wrapped_pipeline_worker, world_size=4, timeout_s=240)
-    for plain, wrapped in results:
-        assert plain[:2] == (1, False) and wrapped[:2] == (2, True)
-        assert wrapped[2] < plain[2] and plain[3] and wrapped[3]

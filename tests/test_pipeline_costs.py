@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from autoplan.execute.pipeline_profile import even_chunks, pipeline_cases, wrapped_cases
+from autoplan.execute.pipeline_profile import even_chunks, pipeline_cases
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.pipeline_costs import (_unit_times, fit_pipeline_costs, measured_relief, pipeline_costs_for,
-                                          pipelined_dp_extra, predicted_step_s)
+                                          predicted_step_s)
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineCosts, PipelineTiming
@@ -226,68 +226,3 @@ def test_a_depth_whose_runs_contradict_each_other_is_named_and_gives_way(capsys)
     assert "2-stage" not in err and err.count("\n") == 1
     assert [c.pp for c in prof.pipeline_costs] == [2, 4]
     assert pipeline_costs_for(prof, 4, 4).pp == 2                     # the 2-stage runs cost a 4-stage layout
-
-
-def test_pipelines_that_tile_the_job_are_run_again_wrapped_for_data_parallel():
-    assert wrapped_cases(4, 6) == [(2, 1, "1f1b", 2, 2), (2, 1, "1f1b", 8, 2)]     # not the 4-stage pipeline
-    assert wrapped_cases(8, 8) == [(2, 1, "1f1b", 2, 4), (2, 1, "1f1b", 8, 4)]      # the 8-stage one has dp 1
-    assert wrapped_cases(2, 10) == [] and wrapped_cases(3, 8) == [] and wrapped_cases(1, 4) == []
-
-
-def with_wrapped_runs(prof: ModelProfile, extra_s: dict[int, float]) -> ModelProfile:
-    """``prof`` with each 2-stage 1F1B run of 4 processes again, wrapped over dp = 2, ``extra_s[m]`` slower."""
-    wrapped = [replace(t, dp=2, step_s=t.step_s + extra_s[t.num_microbatches]) for t in prof.pipeline_timings
-               if t.pp == 2 and t.vp == 1 and t.num_microbatches in extra_s]
-    prof.pipeline_timings = prof.pipeline_timings + wrapped
-    return prof
-
-
-def test_the_wrapped_runs_measure_what_data_parallel_adds_and_stay_out_of_the_pipeline_fit():
-    prof = grouped_profile(blocks=6)
-    costs = PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, idle_share=0.5, per_step_s=2e-3)
-    prof.pipeline_timings = runs_made_with(prof, costs)
-    fit = fit_pipeline_costs(prof, 4, 2)
-    with_wrapped_runs(prof, {2: 0.05, 8: 0.08})
-    assert fit_pipeline_costs(prof, 4, 2) == fit
-    assert [(t.num_microbatches, round(x, 9)) for t, x in pipelined_dp_extra(prof, 4, 2, 2)] == [(2, 0.05), (8, 0.08)]
-    assert pipelined_dp_extra(prof, 4, 2, 4) == [] and pipelined_dp_extra(prof, 4, 4, 2) == []
-    back = ModelProfile.from_dict(prof.to_dict())
-    assert back.pipeline_timings == prof.pipeline_timings
-    old = prof.to_dict()
-    for t in old["pipeline_timings"]:
-        t.pop("dp")
-    assert all(t.dp == 1 for t in ModelProfile.from_dict(old).pipeline_timings)    # older profiles: unwrapped
-
-
-def test_a_pipelined_data_parallel_layout_costs_what_its_wrapped_runs_added():
-    """dp2 x pp2 (ZeRO 0-2, no TP): dp_sync is what the wrapped runs measured beyond their twins, at the
-    runs' micro-batch counts (and between them, linearly); solve's coefficients and estimate agree;
-    ZeRO-3, TP and layouts of another dp degree keep the layers' figures."""
-    prof = grouped_profile(blocks=6)
-    for kind in prof.kinds.values():         # FSDP figures for the blocks, as profile model --nproc measures them
-        kind.group_timings += [GroupTiming(world=4, mbs=t.mbs, dp=2, forward_s=3 * t.forward_s,
-                                           backward_s=3 * t.backward_s, backward_sync_s=4 * t.backward_s,
-                                           optimizer_s=2e-4) for t in kind.timings]
-    prof.pipeline_timings = runs_made_with(prof, PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, idle_share=0.5))
-    prof.pipeline_costs = [fit_pipeline_costs(prof, 4, 2)]
-    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
-    names = prof.layer_names()
-    chunks = even_chunks(len(names), 2)
-    stages = [names[:chunks[0]], names[chunks[0]:]]
-
-    def dp_sync(prof: ModelProfile, m: int, **kw) -> float:
-        lay = Layout(**{"dp": 2, "pp": 2, "mbs": 1, "num_microbatches": m, "stages": stages, **kw})
-        return evaluate(prof, cl, lay, TrainingConfig(global_batch=lay.dp * m)).breakdown_s["dp_sync"]
-    before = {m: dp_sync(prof, m) for m in (2, 4, 8, 16)}
-    zero3 = dp_sync(prof, 2, zero=3)
-    assert before[2] > 0
-    with_wrapped_runs(prof, {2: 3 * before[2], 8: 5 * before[8]})
-    assert dp_sync(prof, 2) == pytest.approx(3 * before[2], rel=1e-9)
-    assert dp_sync(prof, 8) == pytest.approx(5 * before[8], rel=1e-9)
-    assert dp_sync(prof, 4) == pytest.approx(before[4] * (3 + 2 * (4 - 2) / (8 - 2)), rel=1e-9)
-    assert dp_sync(prof, 16) == pytest.approx(5 * before[16], rel=1e-9)           # held beyond the runs
-    assert dp_sync(prof, 2, zero=3) == zero3
-    lay = Layout(dp=2, pp=2, mbs=1, num_microbatches=8, stages=stages)
-    costs = layer_costs(prof, cl, lay, TrainingConfig(global_batch=16))
-    per_rank = [sum(costs[n].dp_sync_s for n in st) for st in stages]
-    assert max(per_rank) == pytest.approx(dp_sync(prof, 8), rel=1e-9)        # what the ILP optimises

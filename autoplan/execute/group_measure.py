@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from autoplan.errors import InputError
-from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step, wrapped_cases
+from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
 from autoplan.profile.formats import GroupTiming, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
@@ -251,12 +251,6 @@ class _Job:
             self._meshes[g] = init_device_mesh(self.device.type, (self.world // g, g), mesh_dim_names=("rest", "g"))
         return self._meshes[g]["g"]
 
-    def across_mesh(self, g: int):
-        """The 1-D mesh of the ranks that hold this rank's place in the other groups of ``g``
-        consecutive ranks (the data-parallel ranks of pipelines of ``g`` stages tiling the job)."""
-        self.group_mesh(g)
-        return self._meshes[g]["rest"]
-
     def cp_tp_meshes(self, cp: int, tp: int) -> tuple[object, object]:
         """(cp mesh, tp mesh) of this rank as the executor builds them for ``cp x tp`` (the rest of the
         world data parallel): :func:`autoplan.execute.mesh.build_mesh`, tp innermost."""
@@ -393,8 +387,7 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
 
     job = _Job(cfg, device)
     points = _points(job)
-    units = len(job.model.unit_names())
-    n_pipes = len(pipeline_cases(job.world, units)) + len(wrapped_cases(job.world, units)) if cfg.pipelines else 0
+    n_pipes = len(pipeline_cases(job.world, len(job.model.unit_names()))) if cfg.pipelines else 0
     total = len(points) + len(cfg.mbs_list) + n_pipes
     out: dict[str, list] = {}
     worst_foreign = 0.0
@@ -523,19 +516,14 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
         whole.backward(whole.forward())
         whole.module.zero_grad(set_to_none=True)
     out, worst = [], 0.0
-    units = len(job.model.unit_names())
-    wrapped = {case[:4]: case[4] for case in wrapped_cases(job.world, units)}
-    for case in pipeline_cases(job.world, units):
-        # a wrapped run right after its unwrapped twin: their difference is what data parallel adds
-        for dp in (1, wrapped[case]) if case in wrapped else (1,):
-            pp, vp, schedule, m = case
-            sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device, dp=dp)
-            steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
-            worst = max(worst, foreign)
-            out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m,
-                                      mbs=mbs, chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
-                                      lone_reference_s=_median_max(lones), dp=dp))
-            if progress is not None:
-                progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}" + (f" dp={dp}" if dp > 1 else ""))
-            del step
+    for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
+        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device)
+        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
+        worst = max(worst, foreign)
+        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
+                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                                  lone_reference_s=_median_max(lones)))
+        if progress is not None:
+            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
+        del step
     return out, worst

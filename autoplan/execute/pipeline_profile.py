@@ -14,10 +14,6 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
     interleaved  vp = 2, m = pp and m = 4 pp        (where the model has 2 pp units)
                  vp = 4 (else 3), m = pp and 4 pp   (where it has 4 pp, or 3 pp, units)
     micro-batch  the smallest profiled size
-    data parallel where pipelines of pp ranks tile the job (dp = N / pp >= 2): the 1F1B runs again with
-                 each chunk wrapped over the dp ranks as the executor wraps ZeRO-0 under a pipeline
-                 (FSDP2 without resharding between micro-batches; torch's stage reshards it after the
-                 step and reduces the gradients at the last backward)
 
 Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
 (measured again while other programs load the CPU, as the layer cases). Before each step every rank
@@ -77,17 +73,6 @@ def pipeline_cases(world: int, units: int) -> list[tuple[int, int, str, int]]:
     return out
 
 
-def wrapped_cases(world: int, units: int) -> list[tuple[int, int, str, int, int]]:
-    """(pp, vp, schedule, num_microbatches, dp) of the runs again wrapped for data parallel: the 1F1B
-    runs of each depth of :func:`pipeline_cases` whose pipelines tile the job (dp = world / pp >= 2).
-    Because what the executor's FSDP2 adds to a pipelined step is not what the layers' own FSDP
-    figures say: on 4 processes (the 160x8 shape of issue 24) ``dp2 x pp2`` at mbs 1x8 / 2x4 / 4x2
-    ran 135 / 189 / 130 ms a step above the same pipeline unwrapped, side by side in one job, where
-    the cost model's data-parallel term said 53 / 62 / 89 ms."""
-    return [(pp, vp, schedule, m, world // pp) for pp, vp, schedule, m in pipeline_cases(world, units)
-            if vp == 1 and world % pp == 0 and world // pp >= 2]
-
-
 def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
     """``units`` split into ``chunks`` contiguous chunks as evenly as possible (the later ones larger:
     the last holds the head, the first the light embedding)."""
@@ -95,12 +80,11 @@ def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
     return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
 
 
-def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device, dp: int = 1
+def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
                   ) -> tuple[tuple[int, ...], Callable[[], None]]:
     """(the chunk sizes, one step's closure) of this rank's part of a pipeline run in the job ``job``
     (a group_measure ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
-    gradients cleared after each step (the executor's optimizer step clears them); with ``dp`` > 1
-    each chunk wrapped over the ``dp`` ranks that hold it in the job's pipelines (:func:`wrapped_cases`)."""
+    gradients cleared after each step (the executor's optimizer step clears them)."""
     from autoplan.execute.apply import token_cross_entropy
     from autoplan.execute.pp import build_schedule, split_model, stage_ids
     from autoplan.models.registry import sample_tokens
@@ -110,10 +94,6 @@ def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
     stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
     ids = stage_ids(job.rank % pp, pp=pp, vp=vp)
     chunks = [c.to(device).train() for c in split_model(job.model, stages, ids)]
-    if dp > 1:
-        from autoplan.execute.dp import apply_dp
-        across = job.across_mesh(pp)
-        chunks = [apply_dp(c, c.blocks, across, zero=0, tp=1, pipelined=True).runner for c in chunks]
     sched = build_schedule(chunks, ids, num_stages=pp * vp, schedule=schedule, n_microbatches=m,
                            loss_fn=token_cross_entropy, device=device, group=job.group_mesh(pp).get_group())
     pipeline = job.rank // pp
@@ -126,5 +106,4 @@ def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
         for c in chunks:
             for p in c.parameters():
                 p.grad = None
-    step.chunks = chunks        # type: ignore[attr-defined]   (what ran, for tests)
     return sizes, step

@@ -170,9 +170,6 @@ class _Shared:
     interference: float
     """compute lost per second of a data-parallel collective hidden behind it (software stacks only:
     :func:`~autoplan.plan.coefficient_sources.overlap_interference`)"""
-    dp_scale: float = 1.0
-    """factor on every layer's dp_sync: what data parallel measured in the profile's pipelines added to
-    a step over what the layers' figures say (:func:`pipelined_dp_scale`); 1 elsewhere"""
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
@@ -183,7 +180,7 @@ class _Shared:
 
 
 def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
-            mode: str, measured_dp: bool = True) -> _Shared:
+            mode: str) -> _Shared:
     dp, tp, pp = layout.grad_group, layout.tp, layout.pp
     tp_x, dp_x, pp_x, cp_x = layout_spans(layout, cluster.devices_per_node, cluster.num_nodes)
     ddp, fsdp = data_parallel_wrapper(layout)
@@ -208,50 +205,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
         pipe=pipeline_costs_for(profile, world, pp) if world and pp > 1 else None,
         output_kinds=_output_kinds(profile),
-        interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0,
-        dp_scale=pipelined_dp_scale(profile, cluster, layout, train, world) if measured_dp and fsdp else 1.0)
-
-
-def pipelined_dp_scale(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
-                       world: int | None) -> float:
-    """The factor on every layer's dp_sync of a pipelined layout whose data parallel the profile
-    measured as the executor runs it (ZeRO 0-2 under a pipeline: FSDP2 without resharding between
-    micro-batches; no TP or cp; the same depth and dp degree on the cluster's ``world`` processes):
-    for each pair of runs with and without the wrapper (:func:`~autoplan.plan.pipeline_costs.pipelined_dp_extra`),
-    what the wrapper added over the dp_sync these coefficients give the same run (the slowest
-    rank's); at the layout's micro-batch count, between the two pairs' (linear, held beyond them).
-    Why: in a pipeline the stages gather their weights one after another as the first micro-batch
-    reaches them, FSDP's hooks run on every micro-batch, and a stage's last backward and reduction
-    end the step: together more than the slowest rank's own collectives (on six 4-process fidelity
-    workloads the runs measured 1.0-3.0x it, 81-261 ms a step). 1 where not measured."""
-    if not world or layout.pp == 1 or layout.dp == 1 or layout.zero == 3 or layout.tp > 1 or layout.cp > 1:
-        return 1.0
-    from autoplan.plan.pipeline_costs import pipelined_dp_extra
-    names = [info.name for info in profile.layers]
-    points = []
-    for run, extra_s in pipelined_dp_extra(profile, world, layout.pp, layout.dp):
-        bounds = [sum(run.chunks[:j]) for j in range(len(run.chunks) + 1)]
-        stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
-        run_layout = Layout(dp=layout.dp, pp=run.pp, vp=run.vp, mbs=run.mbs, num_microbatches=run.num_microbatches,
-                            zero=layout.zero, schedule=run.schedule, stages=stages)
-        sh = _shared(profile, cluster, run_layout, train, "none", measured_dp=False)
-        scale = cluster.calibration.dp_sync_scale or 1.0       # the factor applies before calibration
-        dp_s = {kind_name: _kind_cost(sh, kind_name, kind).dp_sync_s / scale
-                for kind_name, kind in profile.kinds.items()}
-        kinds = {info.name: info.kind for info in profile.layers}
-        modelled = max(sum(dp_s[kinds[n]] for j, st in enumerate(stages) if j % run.pp == r for n in st)
-                       for r in range(run.pp))
-        if modelled > 0:
-            points.append((run.num_microbatches, extra_s / modelled))
-    if not points:
-        return 1.0
-    m = layout.num_microbatches
-    (m0, k0), (m1, k1) = points[0], points[-1]
-    if m <= m0 or m1 == m0:
-        return k0
-    if m >= m1:
-        return k1
-    return k0 + (k1 - k0) * (m - m0) / (m1 - m0)
+        interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0)
 
 
 def _output_kinds(profile: ModelProfile) -> frozenset[str]:
@@ -298,7 +252,6 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
     t_rank = kind.timing(layout.mbs / layout.cp, shard) if layout.cp > 1 else t
     dp_sync, optimizer = _data_parallel_terms(sh, kind, params, t_rank.forward_s,
                                               t_rank.backward_s + recompute, optimizer)
-    dp_sync *= sh.dp_scale
     static, optimizer_phase, late_grads = _state_bytes(sh, params)
     if sh.grads_replace_acts:
         static -= grad_bytes

@@ -28,10 +28,7 @@ send/recv fit, whose growth beyond the measured message size is kept) in ``C_j``
 as far as they showed it (``1 - e * (1 - relief)``, the relief from the slowdown ``s`` the runs measured,
 not the cluster's). All three are constant for an outer layout, so the
 placement ILP is unchanged and its bounds stay bounds. A fit that does not explain its own runs
-(``pipeline_costs.FIT_ERROR_LIMIT``) is not used. Where the profile also ran those pipelines wrapped
-for data parallel (ZeRO-0 as the executor wraps it under a pipeline), a layout of that depth and dp
-degree (ZeRO 0-2, no TP or cp) scales every layer's ``dp_sync`` to what the wrapper added there
-(``coefficients.pipelined_dp_scale``): again a constant for the outer layout.
+(``pipeline_costs.FIT_ERROR_LIMIT``) is not used.
 
 Where the coefficients come from, per layer kind, best first:
 

@@ -22,9 +22,6 @@ else the layers' in-group time over their time alone); ``f_c``: the whole model'
 the sum of its layers' (:func:`~autoplan.plan.coefficient_sources.composition_factors`). The fit
 minimises the squared relative errors over the runs (:func:`fit_pipeline_costs`).
 
-Runs wrapped for data parallel (``PipelineTiming.dp`` > 1) stay out of this fit: beside their unwrapped
-twins they say what data parallel adds to a pipelined step (:func:`pipelined_dp_extra`).
-
 The cost model (:func:`autoplan.plan.cost.evaluate`) then costs a pipeline on an N-process cluster
 with the same terms (its messages beyond the measured micro-batch size through the cluster's
 send/recv fit, :func:`extra_message_s`): no constant fitted to benchmark layouts.
@@ -163,8 +160,7 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
     runs 1F1B twice) any ``e`` fits them exactly, and ``e`` stays 1, the relief's own assumption (on
     fidelity seed 20261213's workload 1, e = 0.7 from two such runs priced its 4-stage pipelines level
     with its data-parallel layouts, 0.223 against 0.221 s, where the data-parallel one measured 8% slower)."""
-    runs = [t for t in profile.pipeline_timings
-            if t.world == world and t.dp == 1 and len(profile.layers) == sum(t.chunks)]
+    runs = [t for t in profile.pipeline_timings if t.world == world and len(profile.layers) == sum(t.chunks)]
     if not runs:
         return None
     mbs = runs[0].mbs
@@ -199,25 +195,6 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
     costs = best[1]
     worst = max(abs(predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s for t in runs)
     return replace(costs, slowdown=round(s, 4), fit_error=round(worst, 4))
-
-
-def pipelined_dp_extra(profile: ModelProfile, world: int, pp: int, dp: int) -> list[tuple[PipelineTiming, float]]:
-    """(the unwrapped run, seconds its step took more wrapped for data parallel over ``dp`` ranks) of
-    every run of ``world`` processes and depth ``pp`` measured both ways (the wrapped twin right after
-    it, :func:`autoplan.execute.pipeline_profile.wrapped_cases`), on the layers' scale
-    (:func:`on_layer_scale`, one factor for both); never below 0. Empty where none was measured."""
-    runs = [t for t in profile.pipeline_timings if t.world == world and t.pp == pp and t.vp == 1
-            and len(profile.layers) == sum(t.chunks)]
-    if not any(t.dp == dp for t in runs):
-        return []
-    runs = on_layer_scale(profile, runs)
-    plain = {(t.schedule, t.num_microbatches, t.mbs, t.chunks): t for t in runs if t.dp == 1}
-    out = []
-    for t in runs:
-        twin = plain.get((t.schedule, t.num_microbatches, t.mbs, t.chunks)) if t.dp == dp else None
-        if twin is not None:
-            out.append((twin, max(0.0, t.step_s - twin.step_s)))
-    return sorted(out, key=lambda x: x[0].num_microbatches)
 
 
 def _nonnegative_least_squares(rows: list[list[float]], ys: list[float]) -> list[float]:

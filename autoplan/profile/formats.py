@@ -156,11 +156,6 @@ class PipelineTiming:
     lone_reference_s: float = 0.0
     """the same on one rank while the others wait in a barrier (0: not measured): ``reference_s /
     lone_reference_s`` is how much a rank gains while the others wait (the relief's floor)"""
-    dp: int = 1
-    """each chunk wrapped for data parallel over ``dp`` ranks (the world's pipelines side by side) as
-    the executor wraps ZeRO-0 under a pipeline (FSDP2, :func:`autoplan.execute.dp.apply_dp`); 1: not
-    wrapped. Beside the same run unwrapped it measures what data parallel adds to a pipelined step
-    (:func:`autoplan.plan.pipeline_costs.pipelined_dp_extra`)"""
 
 
 @dataclass(frozen=True)
@@ -500,8 +495,7 @@ def _pipeline_timing(t: Any, where: str) -> PipelineTiming:
     return PipelineTiming(**size, schedule=schedule, chunks=chunks,
                           step_s=as_float(require(t, "step_s", where), f"{where}.step_s", positive=True),
                           reference_s=as_float(t.get("reference_s", 0.0), f"{where}.reference_s"),
-                          lone_reference_s=as_float(t.get("lone_reference_s", 0.0), f"{where}.lone_reference_s"),
-                          dp=as_int(t.get("dp", 1), f"{where}.dp", minimum=1, maximum=MAX_DEVICES))
+                          lone_reference_s=as_float(t.get("lone_reference_s", 0.0), f"{where}.lone_reference_s"))
 
 
 def nearest_depth(costs: list[PipelineCosts], pp: int) -> PipelineCosts | None:
