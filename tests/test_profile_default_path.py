@@ -55,6 +55,24 @@ def test_a_model_measured_on_the_fly_is_told_where_to_write_its_profile():
                          "--nproc 2, then pass --model model.json")
 
 
+def test_a_shape_file_measured_on_the_fly_is_not_told_to_overwrite_itself(tmp_path):
+    """``--model shape.json`` is measured on the fly: the command must write its profile elsewhere, not over
+    the shape file (it said ``--out shape.json`` before)."""
+    import json
+
+    from autoplan.plan.coefficient_sources import in_group_advice, unmeasured_mbs_note
+    from autoplan.profile.formats import ClusterProfile, ModelProfile
+    shape = tmp_path / "shape.json"
+    shape.write_text(json.dumps({"layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 512,
+                                 "seq_len": 32}))
+    prof, cl = ModelProfile.load(ALONE), ClusterProfile.load(PROFILES / "cpu-2proc.json")
+    said = in_group_advice(prof, cl, str(shape))
+    assert said.startswith(f"the model profile of {shape} was measured alone")
+    assert "--out model.json" in said and said.endswith(", then pass --model model.json")
+    note = unmeasured_mbs_note(prof, cl, str(shape), 64)
+    assert "--out model.json" in note and f"--out {shape}" not in note
+
+
 def test_profile_options_go_with_the_command_that_takes_them(capsys, tmp_path):
     """``autoplan profile --model M --nproc N`` measures both (run by tests/test_validate.py, whose validate then
     warns of nothing); its options before a subcommand are refused before anything is measured."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from autoplan.errors import InputError
 from autoplan.plan.groups import collective_s
 from autoplan.plan.plan import POWERSGD_RANK, Layout
 from autoplan.profile.assumptions import KERNELS, SoftwareStack
@@ -173,7 +174,7 @@ def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -
     measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
     where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
     cmd, then = _profile_command(profile, cluster, spec, measured_mbs(profile))
-    return (f"the model profile {spec if spec.endswith('.json') else f'of {spec}'} was measured {where}, not in "
+    return (f"the model profile {spec if _is_profile_file(spec) else f'of {spec}'} was measured {where}, not in "
             f"groups of the cluster's {world} processes: layouts are costed from parts measured alone, which "
             f"under-predicts collectives and shared cores; measure it: {cmd}{then}")
 
@@ -186,7 +187,7 @@ def measured_mbs(profile: ModelProfile) -> list[int]:
 def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: list[int]) -> tuple[str, str]:
     """(the ``profile model`` command that measures ``profile`` again at ``mbs`` on ``cluster``'s
     processes, what to do with its output)."""
-    is_file = spec.endswith(".json")
+    is_file = _is_profile_file(spec)
     out = spec if is_file else "model.json"
     cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
            f"--mbs {','.join(map(str, mbs))} --nproc {cluster.world_size}")
@@ -195,6 +196,18 @@ def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, 
     if profile.precision != ("bf16" if cluster.device.type == "cuda" else "fp32"):     # profile model's default
         cmd += f" --precision {profile.precision}"
     return cmd, ("" if is_file else f", then pass --model {out}")
+
+
+def _is_profile_file(spec: str) -> bool:
+    """Whether ``spec`` names a model profile file (which ``profile model --out`` may write again), not
+    a shape file or a model measured on the fly (whose spec a profile must not overwrite)."""
+    from autoplan.models.source import resolve_model
+    if not spec.endswith(".json"):
+        return False
+    try:
+        return resolve_model(spec).form == "profile_file"
+    except InputError:
+        return False
 
 
 def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: int) -> str:
