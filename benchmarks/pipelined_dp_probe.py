@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -22,7 +21,7 @@ import torch.distributed as dist
 import autoplan.execute.apply as apply
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.dp import DPWrapped
-from autoplan.execute.group_measure import GroupProfileConfig, _Job
+from autoplan.execute.group_measure import GroupProfileConfig, _agree_max, _Job, _timed
 from autoplan.execute.pipeline_profile import pipeline_step
 from autoplan.models.registry import model_vocab
 from autoplan.models.source import resolve_plan_model
@@ -51,16 +50,6 @@ def executor_step(plan: Plan, wrapped: bool):
     return step
 
 
-def timed(fn) -> float:
-    """The slowest rank's seconds for ``fn()``, started together."""
-    dist.barrier()
-    t0 = time.perf_counter()
-    fn()
-    dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-    dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-    return float(dt)
-
-
 def main() -> None:
     shape, plan_file = sys.argv[1], sys.argv[2]
     dist.init_process_group("gloo")
@@ -78,7 +67,7 @@ def main() -> None:
     times: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(2 + int(os.environ.get("ROUNDS", 8))):
         for name, fn in cases.items():
-            t = timed(fn)
+            t = _agree_max(_timed(fn, cpu))       # the slowest rank's seconds, started together
             if r >= 2:
                 times[name].append(t)
     if dist.get_rank() == 0:

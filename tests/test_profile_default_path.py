@@ -63,7 +63,7 @@ def test_a_shape_file_measured_on_the_fly_is_not_told_to_overwrite_itself(tmp_pa
     from autoplan.plan.coefficient_sources import in_group_advice, unmeasured_mbs_note
     from autoplan.profile.formats import ClusterProfile, ModelProfile
     shape = tmp_path / "shape.json"
-    shape.write_text(json.dumps({"layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 512,
+    shape.write_text(json.dumps({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 256, "vocab": 512,
                                  "seq_len": 32}))
     prof, cl = ModelProfile.load(ALONE), ClusterProfile.load(PROFILES / "cpu-2proc.json")
     said = in_group_advice(prof, cl, str(shape))

@@ -222,7 +222,7 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     prof = resolve_model_profile(source, cl, precision=precision, seq_len=seq_len, progress=progress,
                                  stack=fw.stack if analytic else None, mbs_list=mbs_list)
     check_profile_precision(prof, precision, source.spec)
-    advice = in_group_advice(prof, cl, source.spec)
+    advice = in_group_advice(prof, cl, source)
     if advice:
         warnings.warn(advice, AutoplanWarning, stacklevel=2)
     stack = fw.stack if prof.source == "analytic" else None

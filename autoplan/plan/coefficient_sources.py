@@ -14,13 +14,16 @@ and DDP's synchronisation with the lossy options (:func:`ddp_sync_s`).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from autoplan.errors import InputError
 from autoplan.plan.groups import collective_s
 from autoplan.plan.plan import POWERSGD_RANK, Layout
 from autoplan.profile.assumptions import KERNELS, SoftwareStack
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 from autoplan.profile.hardware import accelerator_of
+
+if TYPE_CHECKING:
+    from autoplan.models.source import ModelSource
 
 
 def exposed_s(comm_s: float, window_s: float, overlap: bool, interference: float = 0.0) -> float:
@@ -160,11 +163,11 @@ def in_group_world(profile: ModelProfile, cluster: ClusterProfile) -> int | None
     return world if any(world in k.group_worlds() for k in profile.kinds.values()) else None
 
 
-def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -> str:
+def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, model: str | ModelSource) -> str:
     """What the user should know about ``profile`` on ``cluster``, in one line: that it lacks timings
-    measured in groups of the cluster's processes (``spec``: its file, or the model measured on the
-    fly), so layouts are costed from layers measured alone, and the command that measures them;
-    the empty string where the in-group figures are there or cannot apply (analytic profiles,
+    measured in groups of the cluster's processes (``model``, a spec or already resolved: its file, or
+    the model measured on the fly), so layouts are costed from layers measured alone, and the command
+    that measures them; the empty string where the in-group figures are there or cannot apply (analytic profiles,
     catalogue clusters, several nodes, one process, another device type)."""
     world = cluster.world_size
     if (profile.source != "measured" or cluster.source == "catalogue" or cluster.num_nodes > 1 or world < 2
@@ -173,8 +176,11 @@ def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, spec: str) -
         return ""
     measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
     where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
-    cmd, then = _profile_command(profile, cluster, spec, measured_mbs(profile))
-    return (f"the model profile {spec if _is_profile_file(spec) else f'of {spec}'} was measured {where}, not in "
+    from autoplan.models.source import as_model_source
+    source = as_model_source(model)
+    cmd, then = _profile_command(profile, cluster, source, measured_mbs(profile))
+    named = source.spec if source.form == "profile_file" else f"of {source.spec}"
+    return (f"the model profile {named} was measured {where}, not in "
             f"groups of the cluster's {world} processes: layouts are costed from parts measured alone, which "
             f"under-predicts collectives and shared cores; measure it: {cmd}{then}")
 
@@ -184,10 +190,12 @@ def measured_mbs(profile: ModelProfile) -> list[int]:
     return sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
 
 
-def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: list[int]) -> tuple[str, str]:
+def _profile_command(profile: ModelProfile, cluster: ClusterProfile, source: ModelSource,
+                     mbs: list[int]) -> tuple[str, str]:
     """(the ``profile model`` command that measures ``profile`` again at ``mbs`` on ``cluster``'s
-    processes, what to do with its output)."""
-    is_file = _is_profile_file(spec)
+    processes, what to do with its output). It writes over ``source`` only where that is a model
+    profile file: never over a shape file or anything else measured on the fly."""
+    spec, is_file = source.spec, source.form == "profile_file"
     out = spec if is_file else "model.json"
     cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
            f"--mbs {','.join(map(str, mbs))} --nproc {cluster.world_size}")
@@ -198,26 +206,15 @@ def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, 
     return cmd, ("" if is_file else f", then pass --model {out}")
 
 
-def _is_profile_file(spec: str) -> bool:
-    """Whether ``spec`` names a model profile file (which ``profile model --out`` may write again), not
-    a shape file or a model measured on the fly (whose spec a profile must not overwrite)."""
-    from autoplan.models.source import resolve_model
-    if not spec.endswith(".json"):
-        return False
-    try:
-        return resolve_model(spec).form == "profile_file"
-    except InputError:
-        return False
-
-
-def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, spec: str, mbs: int) -> str:
+def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, model: str | ModelSource, mbs: int) -> str:
     """One line where a plan's micro-batch size ``mbs`` lies outside the sizes a measured profile timed
     (its times then come from :func:`autoplan.profile.formats.mbs_curve`), with the command that
     measures it; the empty string otherwise."""
     sizes = measured_mbs(profile)
     if profile.source != "measured" or not sizes or sizes[0] <= mbs <= sizes[-1]:
         return ""
-    cmd, then = _profile_command(profile, cluster, spec, sorted({*sizes, mbs}))
+    from autoplan.models.source import as_model_source
+    cmd, then = _profile_command(profile, cluster, as_model_source(model), sorted({*sizes, mbs}))
     return (f"note: micro-batch size {mbs} lies beyond the measured sizes ({', '.join(map(str, sizes))}); its "
             f"times are extrapolated, no cheaper per sample than the nearest measured size; measure it: {cmd}{then}")
 
