@@ -99,3 +99,14 @@ def test_a_plan_beyond_the_measured_micro_batch_sizes_says_so_with_the_command()
     assert len(note) == 1 and "(1, 2, 4)" in note[0], beyond.explanation
     assert note[0].endswith(f"--out {ALONE} --mbs 1,2,4,8 --nproc 2"), note[0]
     assert not any("micro-batch size" in l for l in inside.explanation), inside.explanation
+
+
+def test_a_spec_that_does_not_resolve_gets_the_note_not_an_error():
+    """A Problem built in code names its model with a placeholder ("m"): the advisory notes must still be a
+    line telling where to write the profile, not an InputError out of ``solve_problem``."""
+    from autoplan.plan.coefficient_sources import in_group_advice, unmeasured_mbs_note
+    from autoplan.profile.formats import ClusterProfile, ModelProfile
+    prof, cl = ModelProfile.load(ALONE), ClusterProfile.load(PROFILES / "cpu-2proc.json")
+    note = unmeasured_mbs_note(prof, cl, "m", 64)
+    assert "--out model.json" in note and note.endswith(", then pass --model model.json")
+    assert in_group_advice(prof, cl, "missing.json").startswith("the model profile of missing.json was measured")

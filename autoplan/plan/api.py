@@ -47,6 +47,9 @@ class Problem:
     cluster_spec: str
     memory_per_device_bytes: int | None = None
     """the budget given on the command line in place of the cluster profile's (recorded in the plan)"""
+    model_source: ModelSource | None = None
+    """``model_spec`` as :func:`make_problem` resolved it (None for a problem built in code): what the notes
+    that advise measuring the profile ask of it, without reading its file again"""
 
     @classmethod
     def from_plan(cls, plan: Plan, *, model: str | None = None, cluster: str | None = None,
@@ -228,7 +231,7 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
     stack = fw.stack if prof.source == "analytic" else None
     return Problem(prof, cl, TrainingConfig(global_batch=global_batch, precision=precision, optimizer=optimizer,
                                             stack=stack, framework=fw.spec),
-                   source.spec, cluster, memory_per_device_bytes)
+                   source.spec, cluster, memory_per_device_bytes, model_source=source)
 
 
 def fixed_micro_batch(given: dict) -> tuple[int, ...]:
@@ -275,7 +278,8 @@ def solve_problem(pb: Problem, opts: SearchOptions | None = None, *, families: b
     alts = [] if not families else family_alternatives(pb.profile, pb.cluster, pb.train, opts, chosen, res.best)
     plan = pb.plan(chosen.layout, chosen.predicted, res.solver, alternatives=alts)
     plan.explanation = explain(plan)
-    note = unmeasured_mbs_note(pb.profile, pb.cluster, pb.model_spec, chosen.layout.mbs)
+    note = unmeasured_mbs_note(pb.profile, pb.cluster, pb.model_source or pb.model_spec,
+                               chosen.layout.mbs)
     if note:
         plan.explanation.append(note)
     return plan

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from autoplan.errors import InputError
 from autoplan.plan.groups import collective_s
 from autoplan.plan.plan import POWERSGD_RANK, Layout
 from autoplan.profile.assumptions import KERNELS, SoftwareStack
@@ -176,10 +177,9 @@ def in_group_advice(profile: ModelProfile, cluster: ClusterProfile, model: str |
         return ""
     measured = sorted(set().union(*(k.group_worlds() for k in profile.kinds.values())))
     where = f"in groups of {', '.join(map(str, measured))} processes" if measured else "alone"
-    from autoplan.models.source import as_model_source
-    source = as_model_source(model)
-    cmd, then = _profile_command(profile, cluster, source, measured_mbs(profile))
-    named = source.spec if source.form == "profile_file" else f"of {source.spec}"
+    spec, is_file = _profile_file_spec(model)
+    cmd, then = _profile_command(profile, cluster, spec, is_file, measured_mbs(profile))
+    named = spec if is_file else f"of {spec}"
     return (f"the model profile {named} was measured {where}, not in "
             f"groups of the cluster's {world} processes: layouts are costed from parts measured alone, which "
             f"under-predicts collectives and shared cores; measure it: {cmd}{then}")
@@ -190,12 +190,27 @@ def measured_mbs(profile: ModelProfile) -> list[int]:
     return sorted({t.mbs for k in profile.kinds.values() for t in k.timings})
 
 
-def _profile_command(profile: ModelProfile, cluster: ClusterProfile, source: ModelSource,
+def _profile_file_spec(model: str | ModelSource) -> tuple[str, bool]:
+    """(the model's spec, whether it names a model profile file, which ``profile model --out`` may write again;
+    never a shape file or anything else measured on the fly). A spec not yet resolved is resolved here; one
+    that does not resolve (a :class:`~autoplan.plan.api.Problem` built in code with a placeholder name) is no
+    profile file."""
+    from autoplan.models.source import resolve_model
+    if not isinstance(model, str):
+        return model.spec, model.form == "profile_file"
+    if not model.endswith(".json"):
+        return model, False
+    try:
+        return model, resolve_model(model).form == "profile_file"
+    except InputError:
+        return model, False
+
+
+def _profile_command(profile: ModelProfile, cluster: ClusterProfile, spec: str, is_file: bool,
                      mbs: list[int]) -> tuple[str, str]:
     """(the ``profile model`` command that measures ``profile`` again at ``mbs`` on ``cluster``'s
-    processes, what to do with its output). It writes over ``source`` only where that is a model
-    profile file: never over a shape file or anything else measured on the fly."""
-    spec, is_file = source.spec, source.form == "profile_file"
+    processes, what to do with its output). It writes over ``spec`` only where that is a model profile
+    file (``is_file``, :func:`_profile_file_spec`)."""
     out = spec if is_file else "model.json"
     cmd = (f"autoplan profile model --model {profile.model_spec or spec} --out {out} "
            f"--mbs {','.join(map(str, mbs))} --nproc {cluster.world_size}")
@@ -213,8 +228,7 @@ def unmeasured_mbs_note(profile: ModelProfile, cluster: ClusterProfile, model: s
     sizes = measured_mbs(profile)
     if profile.source != "measured" or not sizes or sizes[0] <= mbs <= sizes[-1]:
         return ""
-    from autoplan.models.source import as_model_source
-    cmd, then = _profile_command(profile, cluster, as_model_source(model), sorted({*sizes, mbs}))
+    cmd, then = _profile_command(profile, cluster, *_profile_file_spec(model), sorted({*sizes, mbs}))
     return (f"note: micro-batch size {mbs} lies beyond the measured sizes ({', '.join(map(str, sizes))}); its "
             f"times are extrapolated, no cheaper per sample than the nearest measured size; measure it: {cmd}{then}")
 
