@@ -379,10 +379,10 @@ def _cp_tp_cases(job: _Job, kind, cps: list[int]) -> list[tuple[int, int, int]]:
 
 def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, int, str], None] | None = None
                       ) -> tuple[dict[str, list], float]:
-    """Every case of :func:`_points` on every rank of the initialised job, then the whole model and
-    (``cfg.pipelines``) short pipelines: (timings per kind, :data:`WHOLE_MODEL` and
-    :data:`~autoplan.execute.pipeline_profile.PIPELINES` among them; the largest foreign CPU load
-    seen in the kept measurements); the same result on every rank."""
+    """The whole model (first: :func:`_measure_whole_model`), every case of :func:`_points` on every
+    rank of the initialised job, then (``cfg.pipelines``) short pipelines: (timings per kind,
+    :data:`WHOLE_MODEL` and :data:`~autoplan.execute.pipeline_profile.PIPELINES` among them; the
+    largest foreign CPU load seen in the kept measurements); the same result on every rank."""
     import torch
 
     job = _Job(cfg, device)
@@ -391,8 +391,15 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
     total = len(points) + len(cfg.mbs_list) + n_pipes
     out: dict[str, list] = {}
     worst_foreign = 0.0
+    # the whole model first, before any other case has run in this job: its figures set what a step
+    # costs at each micro-batch size (the composition factors), and later in the job, after the
+    # TP, FSDP and cp cases, the same measurement strays (see _measure_whole_model)
+    out[WHOLE_MODEL], worst_foreign = _measure_whole_model(job, cfg, device)
+    for k, mbs in enumerate(cfg.mbs_list, start=1):
+        if progress is not None:
+            progress(k, total, f"whole model mbs={mbs}")
     optimizer_done: dict[tuple, tuple[float, float]] = {}
-    for i, (kind, mbs, tp, sp, dp, cp) in enumerate(points, start=1):
+    for i, (kind, mbs, tp, sp, dp, cp) in enumerate(points, start=len(cfg.mbs_list) + 1):
         case = _make_case(job, kind, mbs, tp=tp, sp=sp, dp=dp, cp=cp)
         fwd, bwd = time_pairs(case, cfg, device)
         bwd_sync = 0.0
@@ -414,27 +421,8 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
         del case
         if progress is not None:
             progress(i, total, label)
-    # the whole model on every rank: layers composed into one model run slower than each alone
-    # (a working set larger than the caches, fresh activation memory every step); its micro-batch
-    # sizes timed in turn (one module), their ratios are what picks a data-parallel micro-batch
-    first = _whole_model_case(job, cfg.mbs_list[0])
-    module = first.module
-    cases = [first] + [_whole_model_case(job, mbs, module) for mbs in cfg.mbs_list[1:]]
-    timed = time_pairs_in_turn(cases, cfg, device)
-    worst_foreign = max([worst_foreign] + [c.foreign_cores for c in cases])
-    params = list(module.parameters())
-    optimizer_done[WHOLE_MODEL] = (
-        time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device),
-        time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device))
-    adamw, sgd = optimizer_done[WHOLE_MODEL]
-    for k, (mbs, (fwd, bwd)) in enumerate(zip(cfg.mbs_list, timed), start=1):
-        out.setdefault(WHOLE_MODEL, []).append(GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd,
-                                                           optimizer_s=adamw, optimizer_sgd_s=sgd))
-        if progress is not None:
-            progress(len(points) + k, total, f"whole model mbs={mbs}")
-    del first, cases, module, params
     if n_pipes:
-        done = len(points) + len(cfg.mbs_list)
+        done = len(cfg.mbs_list) + len(points)
 
         def said(what: str) -> None:
             nonlocal done
@@ -444,6 +432,29 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
         out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said)
         worst_foreign = max(worst_foreign, foreign)
     return out, worst_foreign
+
+
+def _measure_whole_model(job: _Job, cfg: GroupProfileConfig, device) -> tuple[list[GroupTiming], float]:
+    """The whole model on every rank at each of ``cfg.mbs_list``, the sizes timed in turn (one module),
+    and its optimizer steps: (one timing per size, the foreign load seen).
+
+    Layers composed into one model run slower than each alone (a working set larger than the caches,
+    fresh activation memory every step), and the sizes' ratios are what picks a micro-batch size, so
+    this is measured first in the job, in the state a training job starts in. Measured on 4 CPU
+    processes, 2 cores (seed 20261216's workload 1, 2026-12-04, ``docs/fidelity.md``): measured first,
+    the mbs 4 / mbs 2 per-sample ratio came out 0.970-0.980 in three jobs (fresh jobs timing only the
+    whole model: 0.968-0.980); measured after the other cases, 0.904-1.055 in seven."""
+    import torch
+    first = _whole_model_case(job, cfg.mbs_list[0])
+    module = first.module
+    cases = [first] + [_whole_model_case(job, mbs, module) for mbs in cfg.mbs_list[1:]]
+    timed = time_pairs_in_turn(cases, cfg, device)
+    foreign = max(c.foreign_cores for c in cases)
+    params = list(module.parameters())
+    adamw = time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device)
+    sgd = time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device)
+    return [GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd, optimizer_s=adamw,
+                        optimizer_sgd_s=sgd) for mbs, (fwd, bwd) in zip(cfg.mbs_list, timed)], foreign
 
 
 def _whole_model_case(job: _Job, mbs: int, module=None) -> _Case:
