@@ -442,7 +442,7 @@ def _measure_whole_model(job: _Job, cfg: GroupProfileConfig, device) -> tuple[li
     fresh activation memory every step), and the sizes' ratios are what picks a micro-batch size, so
     this is measured first in the job, in the state a training job starts in. Measured on 4 CPU
     processes, 2 cores (seed 20261216's workload 1, 2026-12-04, ``docs/fidelity.md``): measured first,
-    the mbs 4 / mbs 2 per-sample ratio came out 0.970-0.980 in three jobs (fresh jobs timing only the
+    the mbs 4 / mbs 2 per-sample ratio came out 0.958-0.980 in six jobs (fresh jobs timing only the
     whole model: 0.968-0.980); measured after the other cases, 0.904-1.055 in seven."""
     import torch
     first = _whole_model_case(job, cfg.mbs_list[0])
