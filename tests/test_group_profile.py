@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from autoplan.execute.pipeline_profile import balanced_chunks
 from autoplan.plan.api import Problem, complete_layout, estimate_problem
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import layer_costs
@@ -83,6 +84,10 @@ def test_profile_in_groups_writes_every_case(grouped):
     assert runs == {(2, 1, "1f1b", 2), (2, 1, "1f1b", 8), (2, 2, "interleaved", 2), (2, 2, "interleaved", 8),
                     (2, 3, "interleaved", 2), (2, 3, "interleaved", 8)}
     assert all(t.step_s > 0 and t.world == 2 and t.mbs == 1 for t in grouped.pipeline_timings)
+    # their chunks balanced by the units' in-group times, as a planner splits the stages
+    unit_s = [(lambda g: g.forward_s + g.backward_s)(grouped.kinds[i.kind].group_timing(1, world=2))
+              for i in grouped.layers]
+    assert all(tuple(t.chunks) == balanced_chunks(unit_s, t.pp * t.vp) for t in grouped.pipeline_timings)
     costs = grouped.pipeline_cost(2)
     assert costs is not None and costs.per_chunk_s >= 0 and 0 <= costs.idle_share <= 1
 

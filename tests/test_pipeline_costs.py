@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoplan.execute.pipeline_profile import even_chunks, pipeline_cases
+from autoplan.execute.pipeline_profile import balanced_chunks, even_chunks, pipeline_cases
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
 from autoplan.plan.pipeline_costs import (_unit_times, fit_pipeline_costs, measured_relief, pipeline_costs_for,
@@ -48,6 +48,36 @@ def test_the_runs_cover_both_schedules_and_two_microbatch_counts():
     assert {c[0] for c in pipeline_cases(3, 8)} == {3}          # odd worlds: one pipeline over every rank
     assert pipeline_cases(4, 3) == [(2, 1, "1f1b", 2), (2, 1, "1f1b", 8)]   # too few units to interleave or for 4 stages
     assert even_chunks(10, 4) == (2, 2, 3, 3) and sum(even_chunks(7, 3)) == 7
+
+
+def test_the_runs_chunks_are_balanced_as_a_planner_balances_stages():
+    # a light embedding, five blocks and a heavier head (seed 20261220's workload 5 at mbs 1): the
+    # embedding joins the first blocks and the head stays with fewer, where even chunks give the last
+    # stage the head and two blocks (2, 2, 3)
+    unit_s = [0.08, 2.43, 2.43, 2.43, 2.43, 2.43, 3.15]
+    assert even_chunks(7, 3) == (2, 2, 3)
+    assert balanced_chunks(unit_s, 3) == (3, 2, 2)
+    assert balanced_chunks(unit_s, 6) == (2, 1, 1, 1, 1, 1)
+    assert balanced_chunks([1.0, 1.0, 1.0], 3) == (1, 1, 1) and balanced_chunks([5.0], 1) == (1,)
+    # the smallest largest chunk, then the smallest sum of squares, against every split of small cases
+    import itertools
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 8)
+        k = rng.randint(1, n)
+        w = [rng.random() for _ in range(n)]
+
+        def score(sizes):
+            b = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
+            c = [sum(w[x:y]) for x, y in zip(b, b[1:])]
+            return round(max(c), 9), sum(x * x for x in c)
+        every = [s for s in itertools.product(range(1, n + 1), repeat=k) if sum(s) == n]
+        best = min(score(s)[0] for s in every)
+        got = score(balanced_chunks(w, k))
+        assert got[0] == best
+        assert got[1] == pytest.approx(min(score(s)[1] for s in every if score(s)[0] == best))
+    with pytest.raises(ValueError):
+        balanced_chunks([1.0, 1.0], 3)
 
 
 @pytest.mark.parametrize("a,av,e,c", [(2e-3, 6e-3, 0.25, 1e-3), (0.0, 0.0, 1.0, 0.0), (5e-4, 5e-4, 0.0, 4e-3)])

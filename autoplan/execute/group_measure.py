@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from autoplan.errors import InputError
-from autoplan.execute.pipeline_profile import PIPELINES, pipeline_cases, pipeline_step
+from autoplan.execute.pipeline_profile import PIPELINES, balanced_chunks, pipeline_cases, pipeline_step
 from autoplan.profile.formats import GroupTiming, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
@@ -429,9 +429,22 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             done += 1
             if progress is not None:
                 progress(done, total, what)
-        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said)
+        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said, _unit_times(job, out, min(cfg.mbs_list)))
         worst_foreign = max(worst_foreign, foreign)
     return out, worst_foreign
+
+
+def _unit_times(job: _Job, out: dict[str, list], mbs: int) -> list[float] | None:
+    """Each unit's in-group forward+backward at ``mbs`` (no parallelism), in model order, from the cases
+    measured in this job (None where a kind lacks that figure)."""
+    kind_of = {u: k.name for k in job.kinds for u in k.units}
+    times = {}
+    for name, timings in out.items():
+        for g in timings:
+            if isinstance(g, GroupTiming) and (g.mbs, g.tp, g.sp, g.dp, g.cp) == (mbs, 1, 0, 1, 1):
+                times[name] = g.forward_s + g.backward_s
+    units = [kind_of.get(u) for u in job.model.unit_names()]
+    return None if any(k not in times for k in units) else [times[k] for k in units]
 
 
 def _measure_whole_model(job: _Job, cfg: GroupProfileConfig, device) -> tuple[list[GroupTiming], float]:
@@ -514,12 +527,14 @@ def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg: 
     return steps, refs, lones, foreign
 
 
-def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None
-                      ) -> tuple[list[PipelineTiming], float]:
+def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None,
+                      unit_s: list[float] | None = None) -> tuple[list[PipelineTiming], float]:
     """Every run of :func:`~autoplan.execute.pipeline_profile.pipeline_cases` in the initialised job:
     (the runs, the largest foreign CPU load seen); the same result on every rank. Before each step
     every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
-    while the others wait in a barrier (``lone_reference_s``)."""
+    while the others wait in a barrier (``lone_reference_s``). The chunks are balanced by the units'
+    in-group times ``unit_s`` (:func:`~autoplan.execute.pipeline_profile.balanced_chunks`, the split a
+    planner picks; None: even chunks)."""
     mbs = min(cfg.mbs_list)
     whole = _whole_model_case(job, mbs)
 
@@ -528,7 +543,8 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
         whole.module.zero_grad(set_to_none=True)
     out, worst = [], 0.0
     for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
-        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device)
+        sizes = balanced_chunks(unit_s, pp * vp) if unit_s else None
+        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device, sizes)
         steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
         worst = max(worst, foreign)
         out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,

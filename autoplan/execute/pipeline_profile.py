@@ -8,8 +8,9 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
 :func:`autoplan.execute.pp.build_schedule`: just-in-time receive buffers, torch's ``Schedule1F1B`` and
 ``ScheduleInterleaved1F1B``) for a few steps, every rank of the job in a pipeline at once::
 
-    pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), even chunks;
-                 where N is even and above 2, again as one pipeline of pp = N over every rank
+    pipelines of pp = 2 consecutive ranks tiling the job (pp = N where N is odd), chunks balanced by
+                 the units' in-group times (balanced_chunks); where N is even and above 2, again as one
+                 pipeline of pp = N over every rank
     1F1B         m = pp and m = 4 pp
     interleaved  vp = 2, m = pp and m = 4 pp        (where the model has 2 pp units)
                  vp = 4 (else 3), m = pp and 4 pp   (where it has 4 pp, or 3 pp, units)
@@ -24,6 +25,16 @@ other ranks wait in a barrier (``lone_reference_s``): how much faster one rank c
 others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
 layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
 :func:`autoplan.execute.group_measure.measure_pipelines` times them.
+
+Why balanced chunks: the planner balances its stages, and the fit's terms are right where its runs
+look like the pipelines the planner picks. Run with even chunks (the last, heaviest, holding the head),
+the runs had a stage the cost model prices far dearer than it ran: on 3 processes sharing 2 cores the
+balanced and the even splits of the same small models ran within 0-14% of each other (the balanced one
+often the slower), where the model prices the balanced one 10-16% faster, and the terms fitted on the
+even runs left the planner's balanced pipelines under-predicted by the difference. Both splits in one
+job per workload, each fit re-predicting the layouts `validate` measured (2026-12-04, six workloads of
+fidelity seeds 20261216-20, ``docs/fidelity.md``): pipelines -8.4% on the mean from the balanced runs,
+-10.7% from the even ones (-5.5 / -14.5% and -10.3 / -15.6% on the two 5-block models).
 """
 
 from __future__ import annotations
@@ -80,16 +91,57 @@ def even_chunks(units: int, chunks: int) -> tuple[int, ...]:
     return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
 
 
-def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device
-                  ) -> tuple[tuple[int, ...], Callable[[], None]]:
+def balanced_chunks(unit_s: list[float], chunks: int) -> tuple[int, ...]:
+    """The units (of times ``unit_s``, in model order) split into ``chunks`` contiguous chunks with the
+    smallest largest chunk, and among those the smallest sum of squared chunk times: the split a planner
+    balancing the stages picks (the light embedding joins the first blocks, the heavy head fewer)."""
+    n = len(unit_s)
+    if not 1 <= chunks <= n:
+        raise ValueError(f"cannot split {n} units into {chunks} non-empty chunks")
+    pre = [0.0]
+    for x in unit_s:
+        pre.append(pre[-1] + x)
+
+    def split(limit: float) -> tuple[int, ...] | None:
+        """The split with every chunk <= limit and the smallest sum of squares (None: there is none)."""
+        # best[k][i]: (sum of squares, sizes) of units i.. in k chunks
+        best: list[dict[int, tuple[float, tuple[int, ...]]]] = [{n: (0.0, ())}] + [{} for _ in range(chunks)]
+        for k in range(1, chunks + 1):
+            for i in range(n - k, -1, -1):
+                for j in range(i + 1, n - k + 2):
+                    c = pre[j] - pre[i]
+                    if c > limit:
+                        break
+                    rest = best[k - 1].get(j)
+                    if rest is not None and (i not in best[k] or c * c + rest[0] < best[k][i][0]):
+                        best[k][i] = (c * c + rest[0], (j - i,) + rest[1])
+        got = best[chunks].get(0)
+        return None if got is None else got[1]
+    # the smallest feasible largest chunk is one of the contiguous sums
+    sums = sorted({pre[j] - pre[i] for i in range(n) for j in range(i + 1, n + 1)})
+    lo, hi = 0, len(sums) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if split(sums[mid] * (1 + 1e-12)) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    return split(sums[lo] * (1 + 1e-12))
+
+
+def pipeline_step(job, pp: int, vp: int, schedule: str, m: int, mbs: int, device,
+                  sizes: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], Callable[[], None]]:
     """(the chunk sizes, one step's closure) of this rank's part of a pipeline run in the job ``job``
     (a group_measure ``_Job``): pipelines of ``pp`` consecutive ranks, the executor's chunks and schedule,
-    gradients cleared after each step (the executor's optimizer step clears them)."""
+    gradients cleared after each step (the executor's optimizer step clears them). ``sizes``: units per
+    chunk (default :func:`even_chunks`)."""
     from autoplan.execute.apply import token_cross_entropy
     from autoplan.execute.pp import build_schedule, split_model, stage_ids
     from autoplan.models.registry import sample_tokens
     names = job.model.unit_names()
-    sizes = even_chunks(len(names), pp * vp)
+    sizes = sizes or even_chunks(len(names), pp * vp)
+    if len(sizes) != pp * vp or sum(sizes) != len(names):
+        raise ValueError(f"chunk sizes {sizes} do not split {len(names)} units into {pp * vp} chunks")
     bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
     stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
     ids = stage_ids(job.rank % pp, pp=pp, vp=vp)
