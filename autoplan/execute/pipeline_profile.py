@@ -18,11 +18,11 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
 
 Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
 (measured again while other programs load the CPU, as the layer cases). Before each step every rank
-runs the whole model's forward and backward once on its own (the in-group whole-model case): the
-median of these ``reference_s`` puts the steps on the scale of the layers' figures, measured minutes
-apart, on a machine whose load may have changed in between; then rank 0 runs it once more while the
-other ranks wait in a barrier (``lone_reference_s``): how much faster one rank computes while the
-others wait, which bounds what a waiting pipeline rank can lend. What a step costs beyond the
+runs the whole model's forward and backward once on its own (the in-group whole-model case,
+``reference_s``), then rank 0 runs it once more while the other ranks wait in a barrier
+(``lone_reference_s``): their ratio is how much faster one rank computes while the others wait, which
+bounds what a waiting pipeline rank can lend. (The references no longer rescale the steps:
+:func:`~autoplan.plan.pipeline_costs.fit_pipeline_costs` says why.) What a step costs beyond the
 layers is derived from these runs by :func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`.
 :func:`autoplan.execute.group_measure.measure_pipelines` times them.
 

@@ -122,32 +122,10 @@ def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCo
     return _relief(run, unit_s, costs) * pipe + costs.per_step_s
 
 
-def on_layer_scale(profile: ModelProfile, runs: list[PipelineTiming]) -> list[PipelineTiming]:
-    """``runs`` with their step times on the scale of the profile's in-group figures: times the whole
-    model's in-group forward+backward over the median of the references timed beside the steps
-    (unchanged where either is missing). One factor for every run of a micro-batch size and world:
-    the runs are seconds apart, so what differs between them is their schedules, while one run's
-    own reference (a few samples) scatters by 20% on a machine with 2 cores (it would put that
-    scatter into the differences the fit explains)."""
-    refs: dict[tuple[int, int], list[float]] = {}
-    for t in runs:
-        if t.reference_s > 0:
-            refs.setdefault((t.mbs, t.world), []).append(t.reference_s)
-    median = {key: sorted(v)[len(v) // 2] for key, v in refs.items()}
-    out = []
-    for t in runs:
-        whole = profile.whole_model_timing(t.mbs, t.world)
-        ref = median.get((t.mbs, t.world))
-        if whole is not None and ref is not None:
-            t = replace(t, step_s=t.step_s * (whole.forward_s + whole.backward_s) / ref)
-        out.append(t)
-    return out
-
-
 def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> PipelineCosts | None:
     """The :class:`PipelineCosts` of ``world`` from the profile's pipeline runs of that world (of depth
-    ``pp``; 0: every depth) and its in-group layer figures (module docstring; the runs put on the
-    figures' scale, :func:`on_layer_scale`, with every run of the world); None without runs or figures.
+    ``pp``; 0: every depth) and its in-group layer figures (module docstring; the runs' step times as
+    measured, see below); None without runs or figures.
 
     For each ``e`` of a grid, the step is linear in the unknowns once the relief is known::
 
@@ -159,12 +137,23 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
     the runs outnumber the unknowns: with fewer (a 4-stage pipeline of a model too small to interleave
     runs 1F1B twice) any ``e`` fits them exactly, and ``e`` stays 1, the relief's own assumption (on
     fidelity seed 20261213's workload 1, e = 0.7 from two such runs priced its 4-stage pipelines level
-    with its data-parallel layouts, 0.223 against 0.221 s, where the data-parallel one measured 8% slower)."""
+    with its data-parallel layouts, 0.223 against 0.221 s, where the data-parallel one measured 8% slower).
+
+    The step times are taken as measured. Until 2026-12-04 they were first put on the in-group figures'
+    scale (times the whole model's in-group time over the median of the references timed beside the
+    runs): the whole model is now measured first in the job, in the state a training job starts in,
+    and the references beside the pipelines, measured last, scatter with the state the job's TP, FSDP
+    and cp cases leave the machine in (on fidelity seed 20261221's workload 5, 3 processes: 33-54 ms
+    within one profile, the whole model 37 ms), so the factor moved every pipeline by up to 27%. Refitted
+    without it, on the layouts `validate` measured (``docs/fidelity.md``): 25 workloads of seeds
+    20261216-20, error 10.2% -> 8.8% (pipelines -8.6% -> -7.5%); seed 20261221, 10.0% -> 8.1%; six
+    workloads profiled again with balanced chunks, 11.2% -> 10.3%; the two shapes of issue 24, 3.6% ->
+    4.3%."""
     runs = [t for t in profile.pipeline_timings if t.world == world and len(profile.layers) == sum(t.chunks)]
     if not runs:
         return None
     mbs = runs[0].mbs
-    runs = [t for t in on_layer_scale(profile, [t for t in runs if t.mbs == mbs]) if pp in (0, t.pp)]
+    runs = [t for t in runs if t.mbs == mbs and pp in (0, t.pp)]
     if not runs:
         return None
     unit_s = _unit_times(profile, world, mbs)
