@@ -77,6 +77,9 @@ def test_profile_in_groups_writes_every_case(grouped):
         assert g.forward_s > 0 and g.backward_s > 0 and g.optimizer_s > 0
         assert (g.backward_sync_s > 0) == (g.dp > 1)
     assert {g.mbs for g in grouped.whole_model_timings} == {1, 2}
+    # and under DDP over both processes: the step with its gradients all-reduced
+    assert all(g.backward_sync_s >= g.backward_s > 0 for g in grouped.whole_model_timings)
+    assert any(g.backward_sync_s > g.backward_s for g in grouped.whole_model_timings)
     assert all(k.group_timing(1, world=2) is not None for k in grouped.kinds.values())
     # short real pipelines of the model (2 stages, 1F1B and interleaved at vp 2 and at vp 3, the deepest
     # its 6 units allow, 2 and 8 micro-batches) and what they say a pipeline costs beyond its layers

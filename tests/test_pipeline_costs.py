@@ -246,3 +246,33 @@ def test_a_depth_whose_runs_contradict_each_other_is_named_and_gives_way(capsys)
     assert "2-stage" not in err and err.count("\n") == 1
     assert [c.pp for c in prof.pipeline_costs] == [2, 4]
     assert pipeline_costs_for(prof, 4, 4).pp == 2                     # the 2-stage runs cost a 4-stage layout
+
+
+def test_pure_data_parallel_pays_what_ddp_added_to_the_whole_model_in_groups():
+    # the whole model timed in groups of 4, plain and under DDP over the 4 processes: DDP's step
+    # 30 ms above the plain one at mbs 1, 50 ms at mbs 2 (one figure for every size: their median)
+    prof = grouped_profile(blocks=6)
+    cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
+    train = TrainingConfig(global_batch=8)
+    names = prof.layer_names()
+
+    def parts(mbs: int, attr: str) -> float:
+        return sum(getattr(prof.kinds[i.kind].group_timing(mbs, world=4), attr) for i in prof.layers)
+    plain = [GroupTiming(world=4, mbs=m, forward_s=parts(m, "forward_s"), backward_s=parts(m, "backward_s"))
+             for m in (1, 2)]
+    dp4 = Layout(dp=4, mbs=2, num_microbatches=1, stages=[names])
+    prof.whole_model_timings = plain
+    before = evaluate(prof, cl, dp4, train)            # no DDP figures: the cluster's all-reduce fit
+    prof.whole_model_timings = [replace(g, backward_sync_s=g.backward_s + extra)
+                                for g, extra in zip(plain, (0.03, 0.05))]
+    got = evaluate(prof, cl, dp4, train)
+    assert got.breakdown_s["dp_sync"] == pytest.approx(0.04)
+    assert got.step_time_s - got.breakdown_s["dp_sync"] == pytest.approx(before.step_time_s - before.breakdown_s["dp_sync"])
+    accumulating = Layout(dp=4, mbs=1, num_microbatches=2, stages=[names])     # one all-reduce per step
+    assert evaluate(prof, cl, accumulating, train).breakdown_s["dp_sync"] == pytest.approx(0.04)
+    # data parallel over part of the world (beside a pipeline) keeps the cluster's fit
+    hybrid = Layout(dp=2, pp=2, mbs=1, num_microbatches=4, stages=[names[:4], names[4:]])
+    prof.whole_model_timings = plain
+    fit = evaluate(prof, cl, hybrid, train).breakdown_s["dp_sync"]
+    prof.whole_model_timings = [replace(g, backward_sync_s=g.backward_s + 0.03) for g in plain]
+    assert evaluate(prof, cl, hybrid, train).breakdown_s["dp_sync"] == pytest.approx(fit)

@@ -449,7 +449,8 @@ def _unit_times(job: _Job, out: dict[str, list], mbs: int) -> list[float] | None
 
 def _measure_whole_model(job: _Job, cfg: GroupProfileConfig, device) -> tuple[list[GroupTiming], float]:
     """The whole model on every rank at each of ``cfg.mbs_list``, the sizes timed in turn (one module),
-    and its optimizer steps: (one timing per size, the foreign load seen).
+    in turn with the same under DDP over every process (``backward_sync_s``: its forward and backward
+    less the plain forward), and its optimizer steps: (one timing per size, the foreign load seen).
 
     Layers composed into one model run slower than each alone (a working set larger than the caches,
     fresh activation memory every step), and the sizes' ratios are what picks a micro-batch size, so
@@ -457,17 +458,29 @@ def _measure_whole_model(job: _Job, cfg: GroupProfileConfig, device) -> tuple[li
     processes, 2 cores (seed 20261216's workload 1, 2026-12-04, ``docs/fidelity.md``): measured first,
     the mbs 4 / mbs 2 per-sample ratio came out 0.958-0.980 in six jobs (fresh jobs timing only the
     whole model: 0.968-0.980); measured after the other cases, 0.904-1.055 in seven."""
+    import copy
+
     import torch
+    import torch.nn as nn
+
+    from autoplan.execute.dp import apply_dp
     first = _whole_model_case(job, cfg.mbs_list[0])
     module = first.module
     cases = [first] + [_whole_model_case(job, mbs, module) for mbs in cfg.mbs_list[1:]]
+    # the same model as the executor runs it data parallel over every process (DDP: gradients
+    # all-reduced during the backward), timed in turn with the plain one
+    ddp = apply_dp(copy.deepcopy(job.model).to(job.device), nn.ModuleDict(), job.group_mesh(job.world), zero=0,
+                   tp=1, pipelined=False).runner
+    cases += [_whole_model_case(job, mbs, ddp) for mbs in cfg.mbs_list]
     timed = time_pairs_in_turn(cases, cfg, device)
+    n = len(cfg.mbs_list)
     foreign = max(c.foreign_cores for c in cases)
     params = list(module.parameters())
     adamw = time_optimizer(params, lambda ps: torch.optim.AdamW(ps, lr=1e-4), cfg, device)
     sgd = time_optimizer(params, lambda ps: torch.optim.SGD(ps, lr=1e-4), cfg, device)
-    return [GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd, optimizer_s=adamw,
-                        optimizer_sgd_s=sgd) for mbs, (fwd, bwd) in zip(cfg.mbs_list, timed)], foreign
+    return [GroupTiming(world=job.world, mbs=mbs, forward_s=fwd, backward_s=bwd,
+                        backward_sync_s=max(bwd, ddp_fwd + ddp_bwd - fwd), optimizer_s=adamw, optimizer_sgd_s=sgd)
+            for mbs, (fwd, bwd), (ddp_fwd, ddp_bwd) in zip(cfg.mbs_list, timed[:n], timed[n:])], foreign
 
 
 def _whole_model_case(job: _Job, mbs: int, module=None) -> _Case:

@@ -14,6 +14,7 @@ and DDP's synchronisation with the lossy options (:func:`ddp_sync_s`).
 from __future__ import annotations
 
 import math
+import statistics
 from typing import TYPE_CHECKING
 
 from autoplan.errors import InputError
@@ -355,6 +356,30 @@ def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, 
     reduce = max(0.0, z3.backward_sync_s - z3.backward_s)
     per_step = layout.num_microbatches * gathers if layout.zero == 3 else gathers / 2
     return per_step + reduce, z3.optimizer_s
+
+
+def in_group_ddp_s(profile: ModelProfile, layout: Layout, world: int, params: float) -> float | None:
+    """What DDP's all-reduce adds to a step of one layer of ``params`` parameters, where the layout is
+    data parallel over every process of the in-group world (no TP, PP or cp, exact gradients) and the
+    profile timed the whole model under DDP there (``GroupTiming.backward_sync_s`` of its figures):
+    the whole model's DDP step beyond its plain one, shared out by parameters; None otherwise. One
+    figure for every micro-batch size, the median over the measured sizes: the all-reduce moves the
+    same bytes at every size, and each size's difference of two timings scatters (31-64 ms over four
+    sizes on seed 20261221's workload 1), which would otherwise decide between micro-batch sizes.
+
+    Measured, not the cluster's all-reduce fit, because on processes that share cores the all-reduce
+    runs beside the other ranks' backward and slows it: on fidelity seed 20261221's workload 2 (4
+    processes, 2 cores) the executor's DDP step ran 66 ms above the whole model's in one job, where the
+    fit priced the all-reduce at 31 ms, and its data-parallel layouts measured 18-19% above their
+    predictions (docs/fidelity.md)."""
+    if world < 2 or layout.dp != world or layout.tp > 1 or layout.pp > 1 or layout.cp > 1 or layout.lossy:
+        return None
+    added = sorted(g.backward_sync_s - g.backward_s for g in profile.whole_model_timings
+                   if g.key() == (world, 1, 0, 1, 1) and g.backward_sync_s > 0)
+    total = sum(profile.kinds[i.kind].param_count for i in profile.layers)
+    if not added or total <= 0:
+        return None
+    return max(0.0, statistics.median(added)) * params / total
 
 
 def matrix_width(profile: ModelProfile, params: float) -> float:

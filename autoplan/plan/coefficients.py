@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_s, ddp_sync_s, exposed_s,
-                                               in_group_cp_terms, in_group_fsdp_s, in_group_terms, in_group_world,
-                                               matrix_width, overlap_interference, stack_terms, sum_of_parts_terms)
+                                               in_group_cp_terms, in_group_ddp_s, in_group_fsdp_s, in_group_terms,
+                                               in_group_world, matrix_width, overlap_interference, stack_terms,
+                                               sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
 from autoplan.plan.pipeline_costs import extra_message_s, pipeline_costs_for
 from autoplan.plan.plan import Layout
@@ -442,6 +443,9 @@ def _data_parallel_terms(sh: _Shared, kind, params: float, fwd: float, bwd: floa
     fsdp_measured = (in_group_fsdp_s(kind, layout, layout.mbs, sh.world)
                      if (sh.world and sh.fsdp and params > 0) else None)
     if sh.ddp and params > 0:
+        measured = in_group_ddp_s(sh.profile, layout, sh.world, params) if sh.world else None
+        if measured is not None:
+            return measured, optimizer
         dp_sync = ddp_sync_s(sh.cluster, layout, params, grad_bytes, params * sh.w_b,
                              matrix_width(sh.profile, params), sh.dp_x)
         if not layout.lossy and stack is not None:

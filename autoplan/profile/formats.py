@@ -118,7 +118,10 @@ class GroupTiming:
     backward_s: float = 0.0
     """backward without data-parallel gradient reduction (FSDP: gradient sync off)"""
     backward_sync_s: float = 0.0
-    """FSDP only: a backward that also reduce-scatters the gradients (0 otherwise)"""
+    """FSDP: a backward that also reduce-scatters the gradients. The whole model's figures
+    (``whole_model_timings``): its forward and backward under DDP over every process of the job, less
+    its plain forward, so ``backward_sync_s - backward_s`` is what DDP's all-reduce adds to a step as
+    the executor runs it. 0 otherwise (and in profiles made before 2026-12-04)"""
     optimizer_s: float = 0.0
     """one AdamW ``step()`` over this layer's parameters as wrapped (DTensor shards under TP/FSDP)"""
     optimizer_sgd_s: float = 0.0
