@@ -5,6 +5,7 @@ import torch, torch.distributed as dist
 from pipelined_dp_probe import executor_step
 from autoplan.execute.group_measure import GroupProfileConfig, _agree_max, _Job, _timed, _whole_model_case
 from autoplan.plan.plan import Plan
+from in_turn import time_in_turn
 shape, plans = sys.argv[1], sys.argv[2:]
 dist.init_process_group("gloo"); cpu = torch.device("cpu")
 cases = {}
@@ -20,13 +21,5 @@ for mbs in (1, 2, 4):
     def ref(w=w):
         w.backward(w.forward()); w.module.zero_grad(set_to_none=True)
     cases[f"whole model mbs{mbs} (grads cleared)"] = ref
-times = {k: [] for k in cases}
-R = int(os.environ.get("ROUNDS", 8))
-for r in range(2 + R):
-    for name, fn in cases.items():
-        t = _agree_max(_timed(fn, cpu))
-        if r >= 2: times[name].append(t)
-if dist.get_rank() == 0:
-    for name, v in times.items():
-        print(f"{name:36s} median {statistics.median(v)*1e3:7.1f} ms (min {min(v)*1e3:.1f}, max {max(v)*1e3:.1f})", flush=True)
+time_in_turn(cases, cpu, int(os.environ.get("ROUNDS", 8)), 36)
 dist.destroy_process_group()
