@@ -3,17 +3,12 @@ pairs) and cleared before each pair, in turn. torchrun --nproc-per-node 2 acc.py
 import os, sys
 sys.path.insert(0, "/work/main/benchmarks"); sys.path.insert(0, ".")
 import torch, torch.distributed as dist
-from pipelined_dp_probe import executor_step
-from in_turn import time_in_turn
+from in_turn import dp_step_cases, time_in_turn
 from autoplan.execute.group_measure import GroupProfileConfig, _Job, _whole_model_case
 from autoplan.plan.plan import Plan
 shape, plans = sys.argv[1], sys.argv[2:]
 dist.init_process_group("gloo"); cpu = torch.device("cpu")
-cases = {}
-for pf in plans:
-    plan = Plan.load(pf); lay = plan.layout
-    step = executor_step(plan, True)
-    cases[f"DP step mbs{lay.mbs}x{lay.num_microbatches} AdamW"] = (lambda s: (lambda: s(True)))(step)
+cases = dp_step_cases(plans, optimizer_too=False)
 job = _Job(GroupProfileConfig(spec=shape, mbs_list=(3, 6)), cpu)
 for mbs in (3, 6):
     w = _whole_model_case(job, mbs)
