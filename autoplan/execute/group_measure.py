@@ -429,12 +429,12 @@ def measure_in_groups(cfg: GroupProfileConfig, device, progress: Callable[[int, 
             done += 1
             if progress is not None:
                 progress(done, total, what)
-        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said, _unit_times(job, out, min(cfg.mbs_list)))
+        out[PIPELINES], foreign = measure_pipelines(job, cfg, device, said, _job_unit_times(job, out, min(cfg.mbs_list)))
         worst_foreign = max(worst_foreign, foreign)
     return out, worst_foreign
 
 
-def _unit_times(job: _Job, out: dict[str, list], mbs: int) -> list[float] | None:
+def _job_unit_times(job: _Job, out: dict[str, list], mbs: int) -> list[float] | None:
     """Each unit's in-group forward+backward at ``mbs`` (no parallelism), in model order, from the cases
     measured in this job (None where a kind lacks that figure)."""
     kind_of = {u: k.name for k in job.kinds for u in k.units}

@@ -358,11 +358,11 @@ def in_group_fsdp_s(kind, layout: Layout, mbs: int, world: int) -> tuple[float, 
     return per_step + reduce, z3.optimizer_s
 
 
-def in_group_ddp_s(profile: ModelProfile, layout: Layout, world: int, params: float) -> float | None:
-    """What DDP's all-reduce adds to a step of one layer of ``params`` parameters, where the layout is
-    data parallel over every process of the in-group world (no TP, PP or cp, exact gradients) and the
-    profile timed the whole model under DDP there (``GroupTiming.backward_sync_s`` of its figures):
-    the whole model's DDP step beyond its plain one, shared out by parameters; None otherwise. One
+def in_group_ddp_s_per_param(profile: ModelProfile, layout: Layout, world: int) -> float | None:
+    """What DDP's all-reduce adds to a step, per parameter, where the layout is data parallel over every
+    process of the in-group world (no TP, PP or cp, exact gradients) and the profile timed the whole
+    model under DDP there (``GroupTiming.backward_sync_s`` of its figures): the whole model's DDP step
+    beyond its plain one over its parameters (a layer pays it times its own); None otherwise. One
     figure for every micro-batch size, the median over the measured sizes: the all-reduce moves the
     same bytes at every size, and each size's difference of two timings scatters (31-64 ms over four
     sizes on seed 20261221's workload 1), which would otherwise decide between micro-batch sizes.
@@ -374,12 +374,12 @@ def in_group_ddp_s(profile: ModelProfile, layout: Layout, world: int, params: fl
     predictions (docs/fidelity.md)."""
     if world < 2 or layout.dp != world or layout.tp > 1 or layout.pp > 1 or layout.cp > 1 or layout.lossy:
         return None
-    added = sorted(g.backward_sync_s - g.backward_s for g in profile.whole_model_timings
-                   if g.key() == (world, 1, 0, 1, 1) and g.backward_sync_s > 0)
-    total = sum(profile.kinds[i.kind].param_count for i in profile.layers)
+    added = [g.backward_sync_s - g.backward_s for g in profile.whole_model_timings
+             if g.key() == (world, 1, 0, 1, 1) and g.backward_sync_s > 0]
+    total = profile.total_params()
     if not added or total <= 0:
         return None
-    return max(0.0, statistics.median(added)) * params / total
+    return max(0.0, statistics.median(added)) / total
 
 
 def matrix_width(profile: ModelProfile, params: float) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import (composition_factors, cp_exchange_s, ddp_sync_s, exposed_s,
-                                               in_group_cp_terms, in_group_ddp_s, in_group_fsdp_s, in_group_terms,
+                                               in_group_cp_terms, in_group_ddp_s_per_param, in_group_fsdp_s, in_group_terms,
                                                in_group_world, matrix_width, overlap_interference, stack_terms,
                                                sum_of_parts_terms)
 from autoplan.plan.groups import collective_s, data_parallel_wrapper, group_ranks_per_node, layout_spans
@@ -171,6 +171,9 @@ class _Shared:
     interference: float
     """compute lost per second of a data-parallel collective hidden behind it (software stacks only:
     :func:`~autoplan.plan.coefficient_sources.overlap_interference`)"""
+    ddp_s_per_param: float | None
+    """DDP's step as measured in groups, per parameter (pure data parallel over the in-group world:
+    :func:`~autoplan.plan.coefficient_sources.in_group_ddp_s_per_param`); None: the all-reduce fit"""
 
     def dp_collective(self, op: str, nbytes: float) -> float:
         c = self.cluster
@@ -206,7 +209,8 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
         pipe=pipeline_costs_for(profile, world, pp) if world and pp > 1 else None,
         output_kinds=_output_kinds(profile),
-        interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0)
+        interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0,
+        ddp_s_per_param=in_group_ddp_s_per_param(profile, layout, world) if world and ddp else None)
 
 
 def _output_kinds(profile: ModelProfile) -> frozenset[str]:
@@ -443,9 +447,8 @@ def _data_parallel_terms(sh: _Shared, kind, params: float, fwd: float, bwd: floa
     fsdp_measured = (in_group_fsdp_s(kind, layout, layout.mbs, sh.world)
                      if (sh.world and sh.fsdp and params > 0) else None)
     if sh.ddp and params > 0:
-        measured = in_group_ddp_s(sh.profile, layout, sh.world, params) if sh.world else None
-        if measured is not None:
-            return measured, optimizer
+        if sh.ddp_s_per_param is not None:
+            return sh.ddp_s_per_param * params, optimizer
         dp_sync = ddp_sync_s(sh.cluster, layout, params, grad_bytes, params * sh.w_b,
                              matrix_width(sh.profile, params), sh.dp_x)
         if not layout.lossy and stack is not None:
