@@ -68,10 +68,16 @@ def environment(device: str) -> dict:
 # validate, one layout at a time
 # --------------------------------------------------------------------------------------------
 
-def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5) -> dict:
+FP8_SHAPES = "gpt3-1.3b:4,gpt3-6.7b:2,llama3-8b:1"
+"""the fp8 stage's blocks, ``model:mbs`` (about 8K tokens each)"""
+
+
+def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5, *, compiled: bool = True) -> dict:
     """One transformer block of ``model`` (the built-in reference), forward + backward in bf16 and with
-    its linear layers in fp8 (:func:`autoplan.execute.fp8.convert_to_fp8`, torchao), measured beside the
-    analytic model's times for the catalogue GPU; where fp8 cannot run, the refusal it gives."""
+    its linear layers in fp8 (:func:`autoplan.execute.fp8.convert_to_fp8`, torchao, tensorwise and
+    rowwise scaling), eager and under ``torch.compile`` (torchao's float8 is written for compile: eager,
+    each cast and scale is its own kernel), measured beside the analytic model's speed-up for the
+    catalogue GPU; where fp8 cannot run, the refusal it gives."""
     import copy
     import time
 
@@ -90,7 +96,13 @@ def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5) -> dict:
     block = Block(shape).to(dev, torch.bfloat16)
     x = torch.randn(mbs, shape.seq_len, shape.hidden, device=dev, dtype=torch.bfloat16, requires_grad=True)
 
-    def timed(m) -> float:
+    def timed(name: str, m) -> None:
+        """``out[name + "_s"]``: the mean of ``repeats`` steps after three; ``out[name + "_first_s"]``: the
+        first (where compiled, the compilation)"""
+        t0 = time.perf_counter()
+        m(x).float().pow(2).mean().backward()
+        torch.cuda.synchronize(dev)
+        out[name + "_first_s"] = time.perf_counter() - t0
         for _ in range(2):
             m(x).float().pow(2).mean().backward()
         torch.cuda.synchronize(dev)
@@ -98,18 +110,46 @@ def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5) -> dict:
         for _ in range(repeats):
             m(x).float().pow(2).mean().backward()
         torch.cuda.synchronize(dev)
-        return (time.perf_counter() - t0) / repeats
-    out["bf16_s"] = timed(block)
-    out["fp8_s"] = timed(convert_to_fp8(copy.deepcopy(block)))
+        out[name + "_s"] = (time.perf_counter() - t0) / repeats
+    timed("bf16", block)
+    timed("fp8", convert_to_fp8(copy.deepcopy(block)))
     out["measured_speedup"] = out["bf16_s"] / out["fp8_s"]
+    if compiled:
+        timed("bf16_compiled", torch.compile(copy.deepcopy(block)))
+        timed("fp8_compiled", torch.compile(convert_to_fp8(copy.deepcopy(block))))
+        timed("fp8_rowwise_compiled", torch.compile(convert_to_fp8(copy.deepcopy(block), rowwise=True)))
+        out["compiled_speedup"] = out["bf16_compiled_s"] / out["fp8_compiled_s"]
     from autoplan.profile.analytic import DeviceModel, block_time
     from autoplan.profile.assumptions import STACKS
     from autoplan.profile.hardware import catalogue_cluster
     dm = DeviceModel.of(catalogue_cluster("dgx-h200-141gb:1"), "bf16")
     bf = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2)
     f8 = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2, fp8=dm.fp8())
-    out["analytic_speedup"] = (bf.forward_s + bf.backward_s) / (f8.forward_s + f8.backward_s)
+    out["analytic_bf16_s"] = bf.forward_s + bf.backward_s
+    out["analytic_fp8_s"] = f8.forward_s + f8.backward_s
+    out["analytic_speedup"] = out["analytic_bf16_s"] / out["analytic_fp8_s"]
     return out
+
+
+def fp8_blocks(spec: str, device: str, out: Path, time_left_s: float) -> list[dict]:
+    """:func:`fp8_block` for each ``model:mbs`` of ``spec``, the JSON rewritten after each; a block
+    is started only with more than 40 s left."""
+    import time
+    t0 = time.perf_counter()
+    rows: list[dict] = []
+    for item in spec.split(","):
+        model, _, mbs = item.partition(":")
+        if rows and time_left_s - (time.perf_counter() - t0) < 40:
+            rows.append({"model": model, "mbs": int(mbs or 1), "error": "skipped: no time left"})
+        else:
+            try:
+                rows.append(fp8_block(model, device, int(mbs or 1)))
+            except Exception as e:  # noqa: BLE001  (one block's failure is its row; the others still run)
+                rows.append({"model": model, "mbs": int(mbs or 1), "error": f"{type(e).__name__}: {e}"})
+        out.write_text(json.dumps(rows, indent=2))
+        if "refused" in rows[-1]:
+            break
+    return rows
 
 
 def validate_incrementally(model: str, cluster: str, global_batch: int, *, top_k: int, steps: int, warmup: int,
@@ -367,13 +407,20 @@ def markdown(report: dict) -> str:
                      f"{_f(rn.get('peak_memory_bytes'), '.0f', 1 / MIB)} MiB")
     else:
         lines.append(f"not available: {rn.get('error')}")
-    f8 = report.get("fp8", {})
-    lines += ["", "## fp8 (one block, torchao float8 linears against bf16)", ""]
-    if "measured_speedup" in f8:
-        lines.append(f"bf16 {f8['bf16_s'] * 1e3:.2f} ms, fp8 {f8['fp8_s'] * 1e3:.2f} ms forward + backward at mbs "
-                     f"{f8['mbs']}: measured speed-up {f8['measured_speedup']:.2f}x, analytic {f8['analytic_speedup']:.2f}x")
-    else:
-        lines.append(f"not run: {f8.get('refused') or f8.get('error')}")
+    f8 = report.get("fp8", [])
+    lines += ["", "## fp8: one block, torchao float8 linears against bf16, forward + backward", ""]
+    rows = f8 if isinstance(f8, list) else [f8]
+    if rows and all("measured_speedup" in r for r in rows):
+        lines += ["| block | mbs | bf16 ms | fp8 ms | speed-up | compiled: bf16 ms | fp8 ms | fp8 rowwise ms | speed-up "
+                  "| analytic speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['model']} | {r['mbs']} | {_f(r['bf16_s'], '.2f', 1e3)} | {_f(r['fp8_s'], '.2f', 1e3)} "
+                         f"| {_f(r['measured_speedup'], '.2f')}x | {_f(r.get('bf16_compiled_s'), '.2f', 1e3)} "
+                         f"| {_f(r.get('fp8_compiled_s'), '.2f', 1e3)} | {_f(r.get('fp8_rowwise_compiled_s'), '.2f', 1e3)} "
+                         f"| {_f(r.get('compiled_speedup'), '.2f')}x | {_f(r['analytic_speedup'], '.2f')}x |")
+    for r in rows:
+        if "measured_speedup" not in r:
+            lines.append(f"{r.get('model', '')}: not run: {r.get('refused') or r.get('error')}")
     lines += ["", "## Checks (issue 10)", "", "| check | n | worst abs err | tolerance | pass |", "|---|---|---|---|---|"]
     for name, c in report["checks"].items():
         lines.append(f"| {name} | {c['n']} | {_f(c['worst_abs_err'], '.1f', 100)}% | "
@@ -406,8 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--time-left-s", type=float, default=150.0)
     v.add_argument("--out", required=True)
     f = sub.add_parser("fp8", help="one block in bf16 and in fp8 (torchao), beside the analytic model's speed-up")
-    f.add_argument("--model", required=True)
+    f.add_argument("--models", default=FP8_SHAPES, help="model:mbs,... (default %(default)s)")
     f.add_argument("--device", default="cuda")
+    f.add_argument("--time-left-s", type=float, default=150.0)
     f.add_argument("--out", required=True)
     r = sub.add_parser("report", help="write gpu_check.json and gpu_check.md from a work directory")
     r.add_argument("--work", required=True)
@@ -418,8 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(environment(args.device), indent=2))
         return 0
     if args.cmd == "fp8":
-        res = fp8_block(args.model, args.device)
-        Path(args.out).write_text(json.dumps(res, indent=2))
+        res = fp8_blocks(args.models, args.device, Path(args.out), args.time_left_s)
         print(json.dumps(res))
         return 0
     if args.cmd == "validate":

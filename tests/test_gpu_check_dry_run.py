@@ -59,7 +59,7 @@ def test_gpu_check_dry_run_on_cpu(tmp_path, failing_check):
     assert {(r["kind"], r["tp"]) for r in rows} >= {("block", 1), ("block", 2), ("head", 1)}
     assert all(r["time_ratio"] > 0 and r["analytic_saved_activation_bytes"] > 0 for r in rows if r["kind"] == "block")
     assert report["layers"]["precision"] == "bf16" and report["layers"]["catalogue"] == "dgx-h200-141gb:1"
-    assert "CUDA GPU with fp8 tensor cores" in json.loads((out / "fp8.json").read_text())["refused"]
+    assert "CUDA GPU with fp8 tensor cores" in json.loads((out / "fp8.json").read_text())[0]["refused"]
     runs = report["validate"]
     assert len(runs) == 3 and all("measured_step_s" in r for r in runs), runs
     assert len({r["layout"] for r in runs}) == 3 and runs[0]["chosen"]
