@@ -64,7 +64,7 @@ from autoplan.errors import InputError, LaunchError, LayoutError
 from autoplan.execute.cp import apply_cp, check_context_parallel, torch_ring_available
 from autoplan.execute.data import dp_slice
 from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
-from autoplan.execute.fp8 import check_fp8, convert_to_fp8
+from autoplan.execute.fp8 import check_fp8, compile_blocks, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, split_model, stage_ids
 from autoplan.models.recompute import apply_recompute, canonical_name
@@ -407,6 +407,8 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
         per_block = {k.split(".", 1)[1]: m for k, m in layout.recompute_layers.items() if k.startswith("block.")}
         if layout.recompute != "none" or per_block:
             apply_recompute(chunk.blocks, mode=layout.recompute, per_block=per_block)
+        if is_fp8(precision):
+            compile_blocks(chunk.blocks)    # torchao's casts fused: eager fp8 ran 0.3-0.5x of bf16 (fp8.py)
         if weights is not None and not fsdp:
             weights.materialize(chunk, device)
         if mesh.grad_enabled:
