@@ -92,3 +92,19 @@ def test_analytic_precision_and_tp_filter():
         2 * bf16.kinds["block"].timing(1, 1).saved_activation_bytes
     with pytest.raises(InputError, match="precision"):
         analytic_model_profile(shape, cluster, precision="int4")
+
+
+def test_a_measured_gpu_is_the_catalogue_chip_torch_names():
+    """A measured cluster profile records torch's name for its GPU ("NVIDIA H200" on the H200 lent
+    2026-12-04): the analytic model takes it as the catalogue chip (SM count, fp8 rate), where before
+    it fell back to the flat model and refused fp8 on an H200."""
+    from autoplan.profile.analytic import DeviceModel
+    from autoplan.profile.hardware import H100_SXM5_80GB, H200_SXM_141GB, accelerator_of
+    assert accelerator_of("NVIDIA H200") is H200_SXM_141GB
+    assert accelerator_of("NVIDIA H100 80GB HBM3") is H100_SXM5_80GB
+    assert accelerator_of("NVIDIA H100 PCIe") is None and accelerator_of("cpu") is None
+    cl = catalogue_cluster("dgx-h200-141gb:1")
+    cl.device.name = "NVIDIA H200"
+    dm = DeviceModel.of(cl, "bf16")
+    assert dm.sm_count == H200_SXM_141GB.sm_count
+    assert dm.fp8().peak_flops_per_s == H200_SXM_141GB.peak_fp8_matmul_flops_per_s

@@ -41,7 +41,7 @@ def exposed_s(comm_s: float, window_s: float, overlap: bool, interference: float
 def overlap_interference(cluster: ClusterProfile) -> float:
     """The share of a catalogue GPU's compute an NCCL collective takes while it overlaps compute:
     ``KernelAssumptions.collective_overlap_sms / sm_count`` (0 for a device without an SM count: a
-    measured profile or a device not in the catalogue)."""
+    device not in the catalogue, a CPU)."""
     acc = accelerator_of(cluster.device.name)
     if acc is None or not acc.sm_count:
         return 0.0

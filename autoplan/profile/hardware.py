@@ -115,6 +115,17 @@ V100_SXM2_32GB = AcceleratorSpec("V100 SXM2 32GB", 125e12, 32 * GB, 0.9e12, 150e
 ACCELERATORS: dict[str, AcceleratorSpec] = {a.name: a for a in
                                             (A100_SXM4_80GB, H100_SXM5_80GB, H200_SXM_141GB, V100_SXM2_32GB)}
 
+CUDA_DEVICE_NAMES: dict[str, AcceleratorSpec] = {
+    "NVIDIA H200": H200_SXM_141GB,            # seen: torch.cuda.get_device_name on the H200 lent 2026-12-04
+    "NVIDIA H100 80GB HBM3": H100_SXM5_80GB,  # the SXM5 part (the PCIe one is "NVIDIA H100 PCIe")
+    "NVIDIA A100-SXM4-80GB": A100_SXM4_80GB,
+    "Tesla V100-SXM2-32GB": V100_SXM2_32GB,
+}
+"""The names ``torch.cuda.get_device_name`` gives the catalogue's chips, which a measured cluster
+profile records (``profile cluster --device cuda``): with them a measured GPU is the catalogue chip for
+the analytic model (its SM count, fp8 rate).  Other parts of the same family (PCIe, NVL, 40 GB) are
+other chips and stay unmatched."""
+
 
 @dataclass(frozen=True)
 class SystemSpec:
@@ -176,8 +187,9 @@ def large_gemm_rate(acc: AcceleratorSpec, a: CatalogueAssumptions | None = None)
 
 
 def accelerator_of(device_name: str) -> AcceleratorSpec | None:
-    """The catalogue accelerator a device spec names, if any."""
-    return ACCELERATORS.get(device_name)
+    """The catalogue accelerator a device spec names (the catalogue's name, or the name torch gives
+    that chip: :data:`CUDA_DEVICE_NAMES`), if any."""
+    return ACCELERATORS.get(device_name) or CUDA_DEVICE_NAMES.get(device_name)
 
 
 NCCL_RING_PROTOCOLS: dict[str, tuple[float, float, float, float]] = {
