@@ -151,3 +151,37 @@ def test_run_names_a_plan_option_it_does_not_have(tmp_path):
 def test_unknown_model_name(files):
     tmp, _, cluster, _ = files
     assert_one_line_error(run_cli(*solve_args("gpt-nonexistent", cluster, tmp / "p.json")), "unknown model")
+
+
+def test_a_cuda_cluster_is_not_planned_with_this_machines_cpu_times(tmp_path):
+    """A measured CUDA cluster profile with a built-in model on a machine without CUDA: the model would
+    be measured on the CPU and its times taken for the GPUs' (a 1.3B model's step predicted at 283 s on
+    an H200's profile). One line, exit 2, with the command that measures it where the GPUs are."""
+    from autoplan.profile.hardware import catalogue_cluster
+    cl = catalogue_cluster("dgx-h200-141gb:1").to_dict()
+    cl.update(source="measured", num_nodes=1, devices_per_node=1, world_size=1, rank_hosts=["vm"])
+    cl["device"].update(type="cuda", name="NVIDIA H200")
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(cl))
+    assert_one_line_error(run_cli("solve", "--model", "gpt-tiny", "--cluster", str(path), "--global-batch", "8"),
+                          "no CUDA", "autoplan profile model --device cuda")
+
+
+def test_an_fp8_plan_is_refused_before_torchrun_starts(tmp_path):
+    """`autoplan run` of an fp8 plan where fp8 cannot train: one line from autoplan, exit 2, before
+    torchrun starts workers (which each refused it, and torchrun added its own failure report)."""
+    plan = tmp_path / "plan.json"
+    r = run_cli("solve", "--model", "gpt-tiny", "--cluster", "dgx-h100-80gb:1", "--precision", "fp8",
+                "--global-batch", "8", "--out", str(plan))
+    assert r.returncode == 0, r.stderr
+    assert_one_line_error(run_cli("run", str(plan), "--", "examples/train_gpt.py", "--steps", "1"),
+                          "fp8 training needs a CUDA GPU")
+
+
+def test_profile_model_in_fp8_says_how_fp8_is_planned(tmp_path):
+    """`profile model --precision fp8` (a choice its help lists) is not measured yet: the line says how fp8
+    is planned instead, where it said "unknown precision 'fp8' (known: fp32, bf16, fp16)"."""
+    out = tmp_path / "m.json"
+    assert_one_line_error(run_cli("profile", "model", "--model", "gpt-tiny", "--precision", "fp8", "--out", str(out)),
+                          "not measured in fp8 yet", "--precision fp8")
+    assert not out.exists()

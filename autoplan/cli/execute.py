@@ -45,7 +45,9 @@ def run(
         args = args[1:]
     if not args:
         raise InputError("autoplan run needs a script: autoplan run PLAN -- SCRIPT [ARGS...]")
-    Plan.load(plan).check_runnable_here()   # refuse a malformed plan, or one for another framework, first
+    loaded = Plan.load(plan)
+    loaded.check_runnable_here()   # refuse a malformed plan, or one for another framework, first
+    _check_precision_here(loaded)
     if elastic:
         from autoplan.execute.elastic import DEFAULT_MAX_RESTARTS, elastic_launch
         code = elastic_launch(plan, args[0], args[1:], nnodes=nnodes, min_nodes=min_nodes or 1, node_rank=node_rank,
@@ -137,3 +139,15 @@ def tokenize(
     meta = tokenize_text(text, tokenizer, out, model_vocab=None if model is None else model_vocab(model))
     typer.echo(f"wrote {out}: {meta['num_tokens']} tokens ({meta['dtype']}, tokenizer vocabulary "
                f"{meta['vocab_size']})", err=True)
+
+
+def _check_precision_here(plan: Plan) -> None:
+    """An fp8 plan on a machine that cannot train fp8 is refused here, in one line, before torchrun
+    starts workers that would each refuse it (and torchrun would add its own failure report)."""
+    from autoplan.profile.formats import is_fp8
+    if not is_fp8(plan.training.precision):
+        return
+    import torch
+
+    from autoplan.execute.fp8 import check_fp8
+    check_fp8(torch.device("cuda" if torch.cuda.is_available() else "cpu"), plan.layout.tp)  # the workers' device

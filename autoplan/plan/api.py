@@ -159,11 +159,15 @@ def resolve_model_profile(model: ModelSource, cluster: ClusterProfile, *, precis
 
 def measuring_device(cluster: ClusterProfile) -> str:
     """Where a model is measured on the fly for a measured cluster: its GPU when the cluster is one
-    of CUDA devices and this process sees CUDA, else the CPU."""
+    of CUDA devices and this process sees CUDA, else the CPU.  A CUDA cluster planned where there is
+    no CUDA is an InputError: this machine's CPU times would stand for the GPUs' (about 1000x slow)."""
     if cluster.device.type == "cuda":
         import torch
         if torch.cuda.is_available():
             return "cuda"
+        raise InputError(f"the cluster profile is of CUDA devices ({cluster.device.name or 'cuda'}) but this machine "
+                         f"has no CUDA to measure the model on: measure it where the GPUs are (autoplan profile model "
+                         f"--device cuda --out model.json) and pass --model model.json")
     return "cpu"
 
 
