@@ -119,12 +119,13 @@ def fp8_block(model: str, device: str, mbs: int = 4, repeats: int = 5, *, compil
         timed("fp8_compiled", torch.compile(convert_to_fp8(copy.deepcopy(block))))
         timed("fp8_rowwise_compiled", torch.compile(convert_to_fp8(copy.deepcopy(block), rowwise=True)))
         out["compiled_speedup"] = out["bf16_compiled_s"] / out["fp8_compiled_s"]
-    from autoplan.profile.analytic import DeviceModel, block_time
+    from autoplan.profile.analytic import DeviceModel, block_time, fp8_device_model
     from autoplan.profile.assumptions import STACKS
     from autoplan.profile.hardware import catalogue_cluster
     dm = DeviceModel.of(catalogue_cluster("dgx-h200-141gb:1"), "bf16")
-    bf = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2)
-    f8 = block_time(shape, shape.seq_len, mbs, 1, dm, STACKS["autoplan"], 2, fp8=dm.fp8())
+    stack = STACKS["autoplan"]
+    bf = block_time(shape, shape.seq_len, mbs, 1, dm, stack, 2)
+    f8 = block_time(shape, shape.seq_len, mbs, 1, dm, stack, 2, fp8=fp8_device_model(dm, stack))
     out["analytic_bf16_s"] = bf.forward_s + bf.backward_s
     out["analytic_fp8_s"] = f8.forward_s + f8.backward_s
     out["analytic_speedup"] = out["analytic_bf16_s"] / out["analytic_fp8_s"]

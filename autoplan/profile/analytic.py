@@ -50,7 +50,7 @@ Optimizer step per parameter: memory-bound, ``ADAMW_BYTES_PER_PARAM`` / memory b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoplan.errors import InputError
 from autoplan.models.shapes import ModelShape, forward_flops_per_sample
@@ -183,6 +183,13 @@ class DeviceModel:
         return DeviceModel(self.name, self.family, acc.peak_fp8_matmul_flops_per_s,
                            self.gemm_fraction * kernels.fp8_gemm_fraction_of_16bit, self.sm_count,
                            self.memory_bandwidth_bytes_per_s)
+
+
+def fp8_device_model(dev: DeviceModel, stack: SoftwareStack, kernels: KernelAssumptions = KERNELS) -> DeviceModel:
+    """``dev`` running fp8 GEMMs as ``stack`` runs them (its own measured fp8 fraction where it has one)."""
+    if stack.fp8_gemm_fraction_of_16bit is not None:
+        kernels = replace(kernels, fp8_gemm_fraction_of_16bit=stack.fp8_gemm_fraction_of_16bit)
+    return dev.fp8(kernels)
 
 
 def tile_quantization(m: int, n: int, batch: int, sm_count: int, kernels: KernelAssumptions = KERNELS) -> float:
@@ -322,7 +329,7 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
     dev = DeviceModel.of(cluster, precision, compute_flops_per_s, kernels)
     if dev.peak_flops_per_s <= 0:
         raise InputError(f"analytic profile: compute rate must be positive, got {dev.peak_flops_per_s}")
-    fp8 = dev.fp8(kernels) if is_fp8(precision) else None
+    fp8 = fp8_device_model(dev, stk, kernels) if is_fp8(precision) else None
     # torchao's rowwise fp8 under tensor parallel ran no faster than bf16 through mid-2025 (torchtitan
     # issue 1207: Llama 3 8B, TP 2, 5189 tokens/s rowwise against 5378 in bf16): there the GEMMs run at
     # the 16-bit rate (the 16-bit device model in place of the fp8 one), the casts are still paid

@@ -222,6 +222,10 @@ class SoftwareStack:
     fp8_rowwise_tp_at_16bit_rate: bool = False
     """rowwise-scaled fp8 GEMMs under tensor parallel run at the 16-bit rate (torchao through mid-2025:
     torchtitan issue 1207, "float8 rowwise vanilla TP low throughput")"""
+    fp8_gemm_fraction_of_16bit: float | None = None
+    """this stack's fp8 linear layers as a fraction of the 16-bit GEMM's achieved / peak, where it was
+    measured (None: ``KernelAssumptions.fp8_gemm_fraction_of_16bit``); see
+    :data:`TORCHAO_FP8_GEMM_FRACTION_OF_16BIT`"""
 
     def __post_init__(self) -> None:
         if self.cp_exchange not in ("ring", "all_gather", "torch_rotate"):
@@ -233,13 +237,29 @@ class SoftwareStack:
         return replace(self, **kw)
 
 
+TORCHAO_FP8_GEMM_FRACTION_OF_16BIT = 0.60
+"""torchao's fp8 linear layers (``convert_to_float8_training``, tensorwise dynamic scaling, the block
+compiled as autoplan's executor runs it) as a fraction of the 16-bit GEMM rate, everything torchao adds
+around the fp8 GEMM beyond the casts ``fp8_cast_bytes_per_element`` counts included.  MEASURED, not
+fitted to published runs: on one H200 (2026-12-04, torch 2.11, torchao 0.17; ``benchmarks/gpu_check.py
+fp8``, docs/probes/20261204d) a block's forward + backward ran fp8 / bf16 = 0.943 (gpt3-1.3b, mbs 4),
+0.921 (gpt3-6.7b, mbs 2), 0.908 (llama3-8b, mbs 1), both compiled; the analytic block matches each at
+0.601, 0.580, 0.611 (at 1.0 it gives 0.703, 0.618, 0.701); at 0.60 the ratios come out +0.1, -2.6,
++1.1% off, and leave-one-shape-out (the mean of the other two's) +0.6, -3.3, +2.1%.  Measured at
+about 8K tokens per micro-batch only.  Not applied to torchtitan's stack: its published H100 fp8 runs
+(2024-25) gained more (Llama 3 70B at 131K tokens per rank, async TP: 1.44x over bf16), and with 0.60
+they came out +4 to +24% (``published_runs.py``: in-sample max 23.0 -> 28.7%).  Rowwise scaling ran
+slower than bf16 on the H200 (1.19x and 1.25x of its time): not modelled"""
+
 STACKS: dict[str, SoftwareStack] = {s.name: s for s in [
     SoftwareStack(
         "autoplan", attention="flash2", dropout=False, fused_elementwise=False, vocab_parallel=False,
         pp_scatter_gather=False, dp_overlap=True, tp_overlap=False, pp_overlap=False, cp_exchange="all_gather",
+        fp8_gemm_fraction_of_16bit=TORCHAO_FP8_GEMM_FRACTION_OF_16BIT,
         source="autoplan's executor: F.scaled_dot_product_attention (flash kernels on GPU), no dropout, "
                "replicated embedding/head under TP (execute/tp.py), DDP buckets / FSDP2 prefetch overlap "
-               "DP traffic with compute, DTensor TP collectives on the critical path, torch pipelining p2p"),
+               "DP traffic with compute, DTensor TP collectives on the critical path, torch pipelining p2p, "
+               "torchao float8 with compiled blocks (fp8 rate measured on an H200)"),
     SoftwareStack(
         "megatron-lm-2021", attention="unfused", dropout=True, fused_elementwise=True, vocab_parallel=True,
         pp_scatter_gather=True, dp_overlap=False, tp_overlap=False, pp_overlap=False,
