@@ -185,3 +185,15 @@ def test_profile_model_in_fp8_says_how_fp8_is_planned(tmp_path):
     assert_one_line_error(run_cli("profile", "model", "--model", "gpt-tiny", "--precision", "fp8", "--out", str(out)),
                           "not measured in fp8 yet", "--precision fp8")
     assert not out.exists()
+
+
+def test_a_measured_profile_planned_in_fp8_is_not_told_to_measure_fp8(files):
+    """A measured bf16/fp32 profile with --precision fp8: the line does not send the user to `profile model
+    --precision fp8`, which refuses; it says how fp8 is planned."""
+    tmp, model, cluster, _ = files
+    gpus = json.loads(cluster.read_text())
+    gpus["device"].update(type="cuda", name="NVIDIA H200")           # a measured H200 cluster
+    (tmp / "h200.json").write_text(json.dumps(gpus))
+    assert_one_line_error(run_cli("solve", "--model", str(model), "--cluster", str(tmp / "h200.json"),
+                                  "--global-batch", "8", "--precision", "fp8"), "not measured in fp8 yet",
+                          "catalogue cluster")
