@@ -29,7 +29,8 @@
 # GPU_CHECK_TP (1,2,4,8), GPU_CHECK_MBS (1,2,4,8), GPU_CHECK_BATCH (8 sequences),
 # GPU_CHECK_BUDGET (30GiB), GPU_CHECK_TOPK (4), GPU_CHECK_STEPS (3 timed validate steps),
 # GPU_CHECK_RUN_STEPS (5), GPU_CHECK_REPEATS (5, per profiled figure),
-# GPU_CHECK_DEADLINE_S (460: stages get what is left of it), GPU_CHECK_FP8_MODELS (model:mbs,...), GPU_CHECK_CATALOGUE
+# GPU_CHECK_DEADLINE_S (460: stages get what is left of it), GPU_CHECK_FP8_MODELS (model:mbs,...; default
+# gpu_check.py's FP8_SHAPES: gpt3-1.3b:4,gpt3-6.7b:2,llama3-8b:1), GPU_CHECK_CATALOGUE
 # (dgx-h200-141gb:1), GPU_CHECK_WHEELS (.whl), PYTHON (python3).
 set -euo pipefail
 
@@ -46,7 +47,7 @@ STEPS=${GPU_CHECK_STEPS:-3}
 RUN_STEPS=${GPU_CHECK_RUN_STEPS:-5}
 REPEATS=${GPU_CHECK_REPEATS:-5}
 DEADLINE_S=${GPU_CHECK_DEADLINE_S:-460}
-FP8_MODELS=${GPU_CHECK_FP8_MODELS:-gpt3-1.3b:4,gpt3-6.7b:2,llama3-8b:1}
+FP8_MODELS=${GPU_CHECK_FP8_MODELS:-}        # empty: gpu_check.py fp8's own (FP8_SHAPES)
 CATALOGUE=${GPU_CHECK_CATALOGUE:-dgx-h200-141gb:1}
 WHEELS=${GPU_CHECK_WHEELS:-$REPO/.whl}
 PY=${PYTHON:-python3}
@@ -137,7 +138,7 @@ stage run 90 "${AUTOPLAN[@]}" run "$WORK/plan.json" -- "$REPO/examples/train_gpt
 # measured beside the analytic speed-up;
 # on a device without fp8 tensor cores (or without torchao) it records the refusal
 FP8_LEFT_S=$((DEADLINE_S - REPORT_RESERVE_S - ($(date +%s) - START)))
-stage fp8 150 "$PY" "$REPO/benchmarks/gpu_check.py" fp8 --models "$FP8_MODELS" --device "$DEVICE" \
+stage fp8 150 "$PY" "$REPO/benchmarks/gpu_check.py" fp8 ${FP8_MODELS:+--models "$FP8_MODELS"} --device "$DEVICE" \
   --time-left-s "$((FP8_LEFT_S < 150 ? FP8_LEFT_S - 5 : 145))" --out "$WORK/fp8.json"
 
 say "report"

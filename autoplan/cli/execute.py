@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from autoplan.cli.common import MODEL_HELP, OPTIMIZER_HELP, PRECISION_HELP, parse_bytes
 from autoplan.plan.training import Optimizer
 from autoplan.profile.formats import Precision
+
+if TYPE_CHECKING:
+    from autoplan.plan.plan import Plan
 
 
 def run(

@@ -27,7 +27,7 @@ from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search
 from autoplan.profile.assumptions import SoftwareStack
 from autoplan.profile.hardware import GIB
-from autoplan.profile.formats import ClusterProfile, ModelProfile, is_fp8
+from autoplan.profile.formats import ClusterProfile, ModelProfile, fp8_not_measured, is_fp8
 
 ANALYTIC_MBS = (1, 2, 4, 8)
 """micro-batch sizes an analytic profile times exactly (others: :func:`autoplan.profile.formats.mbs_curve`)"""
@@ -185,9 +185,8 @@ def check_profile_precision(profile: ModelProfile, precision: str, spec: str) ->
     if profile.precision != precision:
         how = ("measure it again: autoplan profile model --precision " + precision
                if profile.source == "measured" else f"give --precision {profile.precision}")
-        if is_fp8(precision) and profile.source == "measured":   # profile model does not measure fp8 (yet)
-            how = (f"a model is not measured in {precision} yet: plan {precision} with the analytic model on a "
-                   f"catalogue cluster (--model NAME --cluster dgx-h100-80gb:N)")
+        if is_fp8(precision) and profile.source == "measured":
+            how = fp8_not_measured(precision)
         raise InputError(f"model profile {spec} was {profile.source} in {profile.precision} but the plan trains in "
                          f"{precision}: {how}")
 

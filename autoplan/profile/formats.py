@@ -58,6 +58,14 @@ def is_fp8(precision: str) -> bool:
     return precision.startswith("fp8")
 
 
+def fp8_not_measured(precision: str) -> str:
+    """Why a model profile cannot be measured in fp8 ``precision``, and how fp8 is planned instead
+    (``profile model`` measures fp32, bf16 and fp16 only)."""
+    return (f"a model is not measured in {precision} yet (fp32, bf16, fp16): plan {precision} with the analytic "
+            f"model on a catalogue cluster (autoplan solve --model NAME --cluster dgx-h100-80gb:N --precision "
+            f"{precision})")
+
+
 MAX_DEVICES = 2 ** 20
 """largest cluster (devices, and so any group size) a profile may describe: 1M, far above 16,384-GPU jobs"""
 MAX_BATCH = 2 ** 20

@@ -81,7 +81,7 @@ from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape, forward_flops_per
 from autoplan.models.source import ModelSource, as_model_source
 from autoplan.models.units import unit_module
 from autoplan.profile.analytic import layer_chain
-from autoplan.profile.formats import LayerInfo, LayerKindProfile, ModelProfile
+from autoplan.profile.formats import LayerInfo, LayerKindProfile, ModelProfile, fp8_not_measured, is_fp8
 from autoplan.profile.layer_cases import LAYER_KINDS, build_layer, check_tp_degree, make_case, unit_case
 from autoplan.profile.layer_figures import measure_case, measure_optimizers, measure_optimizers_over
 from autoplan.profile.timing import (ProgressCallback, ProgressEvent, TimingSettings, device_name, quiet_process,
@@ -93,10 +93,8 @@ PRECISION_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch
 def training_dtypes(precision: str) -> tuple[torch.dtype, torch.dtype | None]:
     """(parameter dtype, autocast dtype or None) of training in ``precision``, as the executor
     trains: fp32 parameters always; bf16/fp16 compute under autocast."""
-    if precision.startswith("fp8"):
-        raise InputError(f"a model is not measured in {precision} yet (fp32, bf16, fp16): plan {precision} with the "
-                         f"analytic model on a catalogue cluster (autoplan solve --model NAME --cluster "
-                         f"dgx-h100-80gb:N --precision {precision})")
+    if is_fp8(precision):
+        raise InputError(fp8_not_measured(precision))
     if precision not in PRECISION_DTYPES:
         raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISION_DTYPES)})")
     low = PRECISION_DTYPES[precision]
