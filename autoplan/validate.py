@@ -43,15 +43,19 @@ class Measured:
     peak_memory_per_rank_bytes: list[int]
     foreign_cores: float = 0.0
     """CPU cores other programs used on average while this was measured (see autoplan.profile.quiet)"""
-    launches_s: list[float] = field(default_factory=list)
-    """where the layout was measured again (:func:`confirm_contenders`): each launch's step time, the
-    first one's included; ``step_time_s`` is then their median.  Empty when measured once"""
+    in_turn_s: list[float] = field(default_factory=list)
+    """where the layout was measured again beside its contenders (:func:`confirm_contenders`): each of
+    its steps timed in turn with theirs in one job; ``step_time_s`` is then their median.  Empty when
+    measured once"""
 
     @property
-    def launch_spread(self) -> float:
-        """slowest / fastest launch of this layout, minus 1 (0 when measured once): how far the same
-        layout's step time moves from one launch to the next on this machine"""
-        return max(self.launches_s) / min(self.launches_s) - 1.0 if len(self.launches_s) > 1 else 0.0
+    def in_turn_spread(self) -> float:
+        """the interquartile range of the in-turn steps over their median (0 when measured once): how far
+        this layout's step time moves from one step to the next on this machine"""
+        if len(self.in_turn_s) < 4:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.in_turn_s, n=4)
+        return (q3 - q1) / statistics.median(self.in_turn_s)
 
 
 @dataclass
@@ -68,7 +72,7 @@ class Run:
                    "step_times_s": self.measured.step_times_s,
                    "peak_memory_per_rank_bytes": self.measured.peak_memory_per_rank_bytes,
                    "foreign_cores": self.measured.foreign_cores,
-                   **({"launches_s": self.measured.launches_s} if self.measured.launches_s else {})}}
+                   **({"in_turn_s": self.measured.in_turn_s} if self.measured.in_turn_s else {})}}
         if self.error:
             out["error"] = self.error
         return out
@@ -135,21 +139,27 @@ def next_best_layouts(pb: Problem, need: int, seen: set[tuple]) -> list[tuple[La
     return chosen
 
 
-def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps: int, warmup: int,
-                   workdir: Path, timeout_s: float = 900) -> Measured:
-    """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
-    from autoplan.execute import measure
-    from autoplan.execute.launch import torchrun_command
+def _plan_file(pb: Problem, layout: Layout, predicted: Prediction, path: Path) -> Path:
     plan = pb.plan(layout, predicted, SolverInfo("n/a", 0.0, 0.0, 0.0))
     if plan.training.shape is None:
         raise InputError("validate needs a transformer shape in the model profile to rebuild the model")
-    plan_path = workdir / "plan.json"
+    plan.save(path)
+    return path
+
+
+def _launch_measure(plan_paths: list[Path], what: str, *, steps: int, warmup: int, workdir: Path,
+                    timeout_s: float) -> tuple[dict, float]:
+    """Run :mod:`autoplan.execute.measure` on ``plan_paths`` under torchrun (again after a lost
+    rendezvous, or while other programs loaded the machine): (what rank 0 wrote, the foreign cores seen).
+    ``what`` names the measurement in the error raised when it fails."""
+    from autoplan.execute import measure
+    from autoplan.execute.launch import torchrun_command
     out_path = workdir / "measured.json"
-    plan.save(plan_path)
     if out_path.exists():
         out_path.unlink()
-    cmd = torchrun_command(plan_path, measure.__file__,
-                           ["--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)])
+    cmd = torchrun_command(plan_paths[0], measure.__file__,
+                           ["--plan", *map(str, plan_paths), "--steps", str(steps), "--warmup", str(warmup),
+                            "--out", str(out_path)])
     transient_retries = 1       # a local rendezvous can lose a race for its port
     busy_retries = 2            # the machine was busy with other programs: measure again
     attempt = 0
@@ -172,14 +182,32 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
         text = (proc.stderr + proc.stdout).splitlines()
         lines = [l for l in text if l.strip().startswith("error:")]
         if not lines:   # a crash: the last exception line of any rank
-            lines = [f"measuring {layout.short()} failed (exit {proc.returncode}): " + l.split("]:", 1)[-1].strip()
+            lines = [f"measuring {what} failed (exit {proc.returncode}): " + l.split("]:", 1)[-1].strip()
                      for l in text if "Error" in l and ":" in l][-1:]
-        raise AutoplanError(lines[0] if lines else f"measuring {layout.short()} failed (exit {proc.returncode})")
-    d = read_json(out_path, "measurement")
+        raise AutoplanError(lines[0] if lines else f"measuring {what} failed (exit {proc.returncode})")
+    return read_json(out_path, "measurement"), foreign
+
+
+def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps: int, warmup: int,
+                   workdir: Path, timeout_s: float = 900) -> Measured:
+    """Run ``layout`` under torchrun for ``warmup + steps`` steps and read what it measured."""
+    plan_path = _plan_file(pb, layout, predicted, workdir / "plan.json")
+    d, foreign = _launch_measure([plan_path], layout.short(), steps=steps, warmup=warmup, workdir=workdir,
+                                 timeout_s=timeout_s)
     return Measured(step_time_s=float(d["median_step_time_s"]), peak_memory_bytes=int(d["peak_memory_bytes"]),
                     step_times_s=[float(x) for x in d["step_times_s"]],
                     peak_memory_per_rank_bytes=[int(x) for x in d["peak_memory_per_rank_bytes"]],
                     foreign_cores=round(foreign, 3))
+
+
+def measure_in_turn(pb: Problem, runs: list[Run], *, steps: int, warmup: int, workdir: Path,
+                    timeout_s: float = 900) -> list[list[float]]:
+    """The layouts of ``runs`` built side by side in one torchrun job and timed in turn, ``steps`` steps
+    each after ``warmup`` (:func:`autoplan.execute.measure.measure_in_turn`): each one's step times."""
+    paths = [_plan_file(pb, r.layout, r.predicted, workdir / f"plan-in-turn-{i}.json") for i, r in enumerate(runs)]
+    d, _ = _launch_measure(paths, f"{len(runs)} layouts in turn", steps=steps, warmup=warmup, workdir=workdir,
+                           timeout_s=timeout_s * len(runs))
+    return [[float(x) for x in times] for times in d["step_times_s"]]
 
 
 def contenders(runs: list[Run]) -> list[int]:
@@ -191,35 +219,36 @@ def contenders(runs: list[Run]) -> list[int]:
     return [0] + [i for i, r in enumerate(runs[1:], start=1) if r.measured and r.measured.step_time_s < t0]
 
 
-def confirm_contenders(runs: list[Run], rounds: int, measure: Callable[[Run], Measured],
+def confirm_contenders(runs: list[Run], rounds: int, measure_together: Callable[[list[Run], int], list[list[float]]],
                        progress: Callable[[str], None] | None = None) -> list[Run]:
     """``runs`` with the chosen layout and every layout measured faster than it (:func:`contenders`)
-    measured ``rounds`` more times, in turn (round-robin: a drift in the machine's speed falls on all
-    of them alike); each one's step time is then the median of its launches (``Measured.launches_s``).
+    measured again side by side: ``measure_together(those runs, rounds)`` times them in turn in one job
+    (:func:`measure_in_turn`, ``rounds`` x validate's steps each); each one's step time is then the
+    median of its in-turn steps (``Measured.in_turn_s``).  The other layouts keep their one measurement.
 
     Why: every layout is measured once, and the fastest of ten noisy measurements is biased low (the
-    least of ten draws), so "the chosen layout is 7% slower than the fastest" can be noise: on a
-    shared 2-core machine the same plan measured 1.02-1.29 s in five launches.  The other layouts keep
-    their one measurement.  ``measure(run)``: one more launch of ``run``'s layout."""
+    least of ten draws), so "the chosen layout is 7% slower than the fastest" can be noise.  Measured
+    again in separate launches (round-robin, until 2026-12-04) it stayed noisy: on this 2-core machine
+    the same plan's launches spread 0.125-0.145 s, and the machine's speed drifts by 10-20% over minutes
+    (fidelity seed 20261226, workload 3, chose `pp4 mbs2x4 1f1b`, 0.135 s on the median of four launches,
+    against `pp4 mbs4x2 gpipe`'s 0.126 s; timed in turn in one job the two ran 133 and 134 ms).  In
+    one job, one step of each in turn, a drift falls on all of them alike."""
     idx = contenders(runs)
     if len(idx) < 2 or rounds < 1:
         return runs
-    times = {i: [runs[i].measured.step_time_s] for i in idx}
-    for k in range(rounds):
-        for i in idx:
-            try:
-                t = measure(runs[i]).step_time_s
-            except (AutoplanError, subprocess.TimeoutExpired) as e:     # the first launch still counts
-                if progress:
-                    progress(f"confirm {k + 1}/{rounds}: {runs[i].layout.short()}: failed: {str(e).splitlines()[0]}")
-                continue
-            times[i].append(t)
-            if progress:
-                progress(f"confirm {k + 1}/{rounds}: {runs[i].layout.short()}: {t:.3f} s")
+    if progress:
+        progress(f"confirm: {len(idx)} layouts measured again in turn in one job ({rounds} rounds)")
+    try:
+        times = measure_together([runs[i] for i in idx], rounds)
+    except (AutoplanError, subprocess.TimeoutExpired) as e:     # the first measurements stand
+        if progress:
+            progress(f"confirm: failed: {str(e).splitlines()[0]}")
+        return runs
     out = list(runs)
-    for i in idx:
-        out[i] = replace(runs[i], measured=replace(runs[i].measured, step_time_s=statistics.median(times[i]),
-                                                   launches_s=times[i]))
+    for i, t in zip(idx, times):
+        out[i] = replace(runs[i], measured=replace(runs[i].measured, step_time_s=statistics.median(t), in_turn_s=t))
+        if progress:
+            progress(f"confirm: {runs[i].layout.short()}: {statistics.median(t):.3f} s (median of {len(t)} steps)")
     return out
 
 
@@ -257,8 +286,8 @@ def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, s
             except (AutoplanError, subprocess.TimeoutExpired) as e:
                 runs.append(Run(lay, pred, None, error=str(e).splitlines()[0]))
         runs = confirm_contenders(
-            runs, confirm, lambda r: measure_layout(pb, r.layout, r.predicted, steps=steps, warmup=warmup,
-                                                    workdir=Path(tmp)), progress)
+            runs, confirm, lambda rs, k: measure_in_turn(pb, rs, steps=k * steps, warmup=warmup, workdir=Path(tmp)),
+            progress)
     return runs
 
 
@@ -297,11 +326,11 @@ class Fidelity:
     """measured time of the chosen layout over the fastest measured, minus 1"""
     worst_memory_underprediction: float
     """max over runs of (measured - predicted) / measured, 0 if never under-predicted"""
-    launch_spread: float = 0.0
-    """largest ``Measured.launch_spread`` of the runs measured more than once (0 if none was): the
+    in_turn_spread: float = 0.0
+    """largest ``Measured.in_turn_spread`` of the runs measured again in turn (0 if none was): the
     machine's own timing noise, which a ``chosen_vs_fastest`` below it cannot be told from"""
-    launches: int = 1
-    """launches behind each confirmed layout's median (1: every layout measured once)"""
+    in_turn_steps: int = 0
+    """steps behind each confirmed layout's median (0: every layout measured once)"""
 
 
 def fidelity(runs: list[Run]) -> Fidelity:
@@ -316,18 +345,18 @@ def fidelity(runs: list[Run]) -> Fidelity:
                 for r in ok)
     return Fidelity(runs=len(ok), time_mape=mape, rank_correlation=spearman(pt, mt) if len(ok) > 1 else 1.0,
                     chosen_vs_fastest=chosen / min(mt) - 1.0, worst_memory_underprediction=under,
-                    launch_spread=max(r.measured.launch_spread for r in ok),
-                    launches=max(len(r.measured.launches_s) or 1 for r in ok))
+                    in_turn_spread=max(r.measured.in_turn_spread for r in ok),
+                    in_turn_steps=max(len(r.measured.in_turn_s) for r in ok))
 
 
 def choice_verdict(f: Fidelity) -> str:
     """One line on the chosen layout against the fastest measured, with the machine's timing noise
     where the contenders were measured more than once."""
     line = f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured"
-    if f.launches > 1:
-        line += (f" (medians of up to {f.launches} launches; one layout's launches spread up to "
-                 f"{f.launch_spread * 100:.0f}% on this machine")
-        line += ("; within that noise)" if 0 < f.chosen_vs_fastest <= f.launch_spread else ")")
+    if f.in_turn_steps:
+        line += (f" (the contenders timed again in turn in one job, medians of {f.in_turn_steps} steps; one "
+                 f"layout's steps spread {f.in_turn_spread * 100:.0f}% between quartiles on this machine")
+        line += ("; within that noise)" if 0 < f.chosen_vs_fastest <= f.in_turn_spread else ")")
     return line
 
 
@@ -473,9 +502,9 @@ def print_table(runs: list[Run], out=sys.stdout) -> None:
         err = (r.predicted.step_time_s - r.measured.step_time_s) / r.measured.step_time_s
         busy = (f"  (busy machine: other programs used {r.measured.foreign_cores:.2f} cores)"
                 if r.measured.foreign_cores > FOREIGN_CORES_LIMIT else "")
-        if len(r.measured.launches_s) > 1:
-            busy += (f"  (median of {len(r.measured.launches_s)} launches, {min(r.measured.launches_s):.3f}-"
-                     f"{max(r.measured.launches_s):.3f} s)")
+        if r.measured.in_turn_s:
+            busy += f"  (in turn: median of {len(r.measured.in_turn_s)} steps, {min(r.measured.in_turn_s):.3f}-" \
+                    f"{max(r.measured.in_turn_s):.3f} s)"
         print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f} {r.measured.step_time_s:>8.3f} "
               f"{err * 100:>+6.1f}% {r.predicted.peak_memory_bytes / 2**20:>9.1f} "
               f"{r.measured.peak_memory_bytes / 2**20:>9.1f}{busy}", file=out)

@@ -32,10 +32,11 @@ processes. Each is profiled as the README's walkthrough says (``autoplan profile
 ``autoplan validate --top-k 10`` does; printed per workload and overall: step-time error (mean abs.),
 rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
-chosen layout and every layout measured faster than it are measured K more times each, in turn, and
-compared on their medians (``autoplan.validate.confirm_contenders``, what ``validate --confirm K`` does;
-the figure from one measurement each is printed beside it, and the largest spread of one layout's launches:
-the machine's own timing noise).
+chosen layout and every layout measured faster than it are measured again side by side in one job, K x
+the steps each, one step of each in turn, and compared on their medians
+(``autoplan.validate.confirm_contenders``, what ``validate --confirm K`` does; until 2026-12-04 they were
+launched K more times each, round-robin). The figure from one measurement each is printed beside it, and
+the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise.
 
 ``--shape FILE --global-batch B --world W``: one given workload, profiled and validated as ``--random``
 does. ``shapes/issue24-192x6.json`` and ``shapes/issue24-160x8.json`` are issue 24's two shapes (6 blocks of
@@ -68,7 +69,7 @@ from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
 from autoplan.validate import (MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run, confirm_contenders,
-                               fidelity, fit_calibration, measure_layout, print_table)
+                               fidelity, fit_calibration, measure_in_turn, measure_layout, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -163,14 +164,15 @@ def _autoplan(*argv: str) -> None:
 
 
 CONFIRM_ROUNDS = 3
-"""--confirm's default: how many more times the chosen layout and those measured faster are measured"""
+"""--confirm's default: the chosen layout and those measured faster are measured again in turn in one job,
+this many times the steps each"""
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
                  confirm: int = 0) -> tuple[list[Run], list[Run]]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
-    contenders confirmed by ``confirm`` more rounds: :func:`confirm_contenders`)."""
+    contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each: :func:`confirm_contenders`)."""
     from autoplan.plan.api import make_problem
     from autoplan.validate import validate
     workdir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +184,7 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
     confirmed = confirm_contenders(
-        runs, confirm, lambda r: measure_layout(pb, r.layout, r.predicted, steps=steps, warmup=warmup, workdir=workdir),
+        runs, confirm, lambda rs, k: measure_in_turn(pb, rs, steps=k * steps, warmup=warmup, workdir=workdir),
         lambda s: print("  " + s, flush=True))
     write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs],
                                               "confirmed": [r.to_dict() for r in confirmed]})
@@ -219,8 +221,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
                                    warmup=args.warmup, memory=str(args.memory_per_device), confirm=args.confirm)
         report(f"{w.shape['name']} (chosen first)", first)
         if runs is not first:
-            report(f"{w.shape['name']}, the chosen layout and those measured faster confirmed by {args.confirm} more "
-                   "rounds (median)", runs)
+            report(f"{w.shape['name']}, the chosen layout and those measured faster timed again in turn in one job "
+                   f"({args.confirm} x {args.steps} steps each, median)", runs)
         f = fidelity(runs)
         rows.append((w, f, fidelity(first), time.perf_counter() - t0))
         all_runs += [r for r in runs if r.measured is not None]
@@ -228,8 +230,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for w, f, f1, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
-              f"({f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's launches spread up to "
-              f"{f.launch_spread * 100:.0f}%), "
+              f"({f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's in-turn steps spread "
+              f"{f.in_turn_spread * 100:.0f}% between quartiles), "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
@@ -298,8 +300,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--confirm", type=int, default=CONFIRM_ROUNDS, metavar="K",
-                    help="--random/--shape: measure the chosen layout and every layout measured faster than it K more "
-                         "times each, in turn, and judge the choice on the medians (0: one measurement each)")
+                    help="--random/--shape: measure the chosen layout and every layout measured faster than it again, "
+                         "side by side in one job, K x --steps steps each in turn, and judge the choice on the medians "
+                         "(0: one measurement each)")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
     ap.add_argument("--shape", type=Path, default=None, metavar="FILE",
@@ -379,7 +382,7 @@ def main() -> None:
                 if lay.short() not in reused:
                     raise SystemExit(f"error: --reuse: {lay.short()} on {world} processes was not measured in "
                                      f"{saved} (a run of another set or version); run without --reuse")
-                m = Measured(**reused[lay.short()])
+                m = Measured(**{k: v for k, v in reused[lay.short()].items() if k in Measured.__dataclass_fields__})
             else:
                 print(f"  measuring {lay.short()} ...", flush=True)
                 m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)

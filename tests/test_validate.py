@@ -133,42 +133,63 @@ def test_the_contenders_are_the_chosen_layout_and_those_measured_faster():
     assert contenders([Run(Layout(), runs[0].predicted, None, error="x"), *runs[1:]]) == []
 
 
-def test_confirming_measures_the_contenders_in_turn_and_judges_on_medians():
-    """The chosen layout (measured once 0.128 s) and the two measured faster are measured twice more, round-robin;
-    each one's time becomes the median of its three launches; the others keep their one measurement."""
+def test_confirming_measures_the_contenders_side_by_side_and_judges_on_medians():
+    """The chosen layout (measured once 0.128 s) and the two measured faster are timed again together (one job,
+    in turn); each one's time becomes the median of its in-turn steps; the others keep their one measurement."""
     from autoplan.errors import AutoplanError
-    from autoplan.validate import Measured, choice_verdict, confirm_contenders
+    from autoplan.validate import choice_verdict, confirm_contenders
     runs = [_run(1.0, t, {}, tp=tp) for t, tp in ((0.128, 1), (0.106, 2), (0.157, 4), (0.117, 8))]
-    again = {1: [0.100, 0.104], 2: [0.140, AutoplanError("rank 1 failed")], 8: [0.121, 0.125]}   # by tp
-    order = []
+    asked = []
 
-    def measure(r: Run) -> Measured:
-        order.append(r.layout.tp)
-        t = again[r.layout.tp].pop(0)
-        if isinstance(t, Exception):
-            raise t
-        return Measured(step_time_s=t, peak_memory_bytes=100, step_times_s=[t], peak_memory_per_rank_bytes=[100])
+    def together(rs: list[Run], rounds: int) -> list[list[float]]:
+        asked.append(([r.layout.tp for r in rs], rounds))
+        return [[0.110, 0.104, 0.108, 0.120], [0.100, 0.140, 0.104, 0.103], [0.121, 0.125, 0.130, 0.119]]
 
     said = []
-    out = confirm_contenders(runs, 2, measure, said.append)
-    assert order == [1, 2, 8, 1, 2, 8]                                   # in turn, not one layout after the other
-    assert [r.measured.launches_s for r in out] == [[0.128, 0.100, 0.104], [0.106, 0.140], [], [0.117, 0.121, 0.125]]
-    assert [r.measured.step_time_s for r in out] == pytest.approx([0.104, 0.123, 0.157, 0.121])
+    out = confirm_contenders(runs, 3, together, said.append)
+    assert asked == [([1, 2, 8], 3)]                                     # one job: all three at once
+    assert [r.measured.in_turn_s for r in out] == [[0.110, 0.104, 0.108, 0.120], [0.100, 0.140, 0.104, 0.103], [],
+                                                   [0.121, 0.125, 0.130, 0.119]]
+    assert [r.measured.step_time_s for r in out] == pytest.approx([0.109, 0.1035, 0.157, 0.123])
     assert runs[0].measured.step_time_s == 0.128                         # the input is left as it was
-    assert any("failed: rank 1 failed" in s for s in said) and len(said) == 6
+    assert len(said) == 4 and "in turn in one job (3 rounds)" in said[0]
     f = fidelity(out)
-    assert f.chosen_vs_fastest == pytest.approx(0.0) and f.launches == 3
-    assert f.launch_spread == pytest.approx(0.140 / 0.106 - 1)              # the largest of one layout's
-    assert "medians of up to 3 launches" in choice_verdict(f)
-    assert confirm_contenders(runs, 0, measure) is runs                  # --confirm 0: measured once
-    assert "launches" not in choice_verdict(fidelity(runs))
+    assert f.chosen_vs_fastest == pytest.approx(0.109 / 0.1035 - 1) and f.in_turn_steps == 4
+    import statistics
+    q1, _, q3 = statistics.quantiles([0.100, 0.140, 0.104, 0.103], n=4)
+    assert f.in_turn_spread == pytest.approx((q3 - q1) / 0.1035)          # the largest of one layout's
+    assert "medians of 4 steps" in choice_verdict(f) and "within that noise" in choice_verdict(f)
+    assert confirm_contenders(runs, 0, together) is runs                 # --confirm 0: measured once
+    assert "in turn" not in choice_verdict(fidelity(runs))
+
+    def broken(rs, rounds):
+        raise AutoplanError("measuring 3 layouts in turn failed (exit 1): RuntimeError: boom")
+    said.clear()
+    assert confirm_contenders(runs, 2, broken, said.append) == runs      # the first measurements stand
+    assert said[-1] == "confirm: failed: measuring 3 layouts in turn failed (exit 1): RuntimeError: boom"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_layouts_measured_in_turn_in_one_job(gpt_tiny_profiles_2proc, tmp_path):
+    """Two layouts of the same 2 processes, built side by side in one torchrun job and timed in turn."""
+    from autoplan.plan.api import estimate_problem, make_problem
+    from autoplan.validate import measure_in_turn
+    model, cluster = gpt_tiny_profiles_2proc
+    pb = make_problem(str(model), str(cluster), 4, optimizer="sgd")
+    runs = [Run(*estimate_problem(pb, Layout(dp=2, mbs=2, num_microbatches=1)), None),
+            Run(*estimate_problem(pb, Layout(pp=2, mbs=1, num_microbatches=4)), None)]
+    times = measure_in_turn(pb, runs, steps=3, warmup=1, workdir=tmp_path)
+    assert len(times) == 2 and all(len(t) == 3 and all(x > 0 for x in t) for t in times)
+    assert sorted(p.name for p in tmp_path.glob("plan-in-turn-*.json")) == ["plan-in-turn-0.json",
+                                                                          "plan-in-turn-1.json"]
 
 
 def test_a_gap_inside_the_machines_noise_is_said_to_be():
     from autoplan.validate import choice_verdict
     runs = [_run(1.0, 0.110, {}), _run(1.0, 0.100, {})]
-    runs[0].measured.launches_s, runs[1].measured.launches_s = [0.110, 0.095, 0.125], [0.100, 0.098, 0.101]
-    assert "within that noise" in choice_verdict(fidelity(runs))         # +10% against a 32% spread
-    runs[0].measured.launches_s = [0.110, 0.109, 0.111]
-    runs[1].measured.launches_s = [0.100, 0.099, 0.101]
+    runs[0].measured.in_turn_s, runs[1].measured.in_turn_s = [0.110, 0.095, 0.125, 0.110], [0.100, 0.098, 0.101, 0.1]
+    assert "within that noise" in choice_verdict(fidelity(runs))         # +10% against a 22% spread
+    runs[0].measured.in_turn_s = [0.110, 0.109, 0.111, 0.110]
+    runs[1].measured.in_turn_s = [0.100, 0.099, 0.101, 0.100]
     assert "within that noise" not in choice_verdict(fidelity(runs))     # +10% against 2%

@@ -9,6 +9,12 @@ tensor bytes per rank (see :mod:`autoplan.profile.memory`). Rank 0 writes::
 
     {"step_times_s": [...], "median_step_time_s": ..., "peak_memory_bytes": max over ranks,
      "peak_memory_per_rank_bytes": [...], "peak_rss_bytes": max over ranks, "losses": [...]}
+
+With several plans (``--plan a.json b.json ...``, the same world) they are built side by side in one
+job and timed in turn, one step of each after the other (:func:`measure_in_turn`; ``validate --confirm``):
+a drift in the machine's speed then falls on all of them alike, where separate launches, seconds or
+minutes apart, each see the machine as it is then.  Rank 0 writes ``{"step_times_s": [[...], ...]}``,
+one list per plan, in the order given.
 """
 
 from __future__ import annotations
@@ -36,12 +42,18 @@ from autoplan.plan.plan import Plan
 from autoplan.profile.memory import LiveTensorTracker, state_tensors
 
 
-def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
-    layout, training = plan.layout, plan.training
+def _init() -> bool:
     use_cuda = torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if use_cuda else "gloo")
+    return use_cuda
+
+
+def _trainer(plan: Plan, seed: int):
+    """(the parallelized model, its optimizer, ``one_step(i)``: one whole training step on batch ``i``,
+    returning its loss) of ``plan``, as ``autoplan run`` trains it."""
+    layout, training = plan.layout, plan.training
     model = resolve_plan_model(training.model_spec, training.shape).build(seed)   # any model spec
     vocab = model_vocab(model)
     par = parallelize(model, plan)
@@ -55,20 +67,32 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
         par.after_optimizer_step()       # local SGD: periodic parameter averaging
         opt.zero_grad(set_to_none=True)
         return loss
+    return par, opt, one_step
 
+
+def _timed_step(step, i: int, use_cuda: bool, device) -> tuple[float, float]:
+    """(loss, seconds of the slowest rank) of ``step(i)``, started behind a barrier."""
+    dist.barrier()
+    if use_cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    loss = step(i)
+    if use_cuda:
+        torch.cuda.synchronize()
+    dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)  # NCCL: on the GPU
+    dist.all_reduce(dt, op=dist.ReduceOp.MAX)       # the step ends when the slowest rank ends
+    return loss, float(dt)
+
+
+def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
+    use_cuda = _init()
+    par, opt, one_step = _trainer(plan, seed)
     losses, times = [], []
     for i in range(warmup + steps):
-        dist.barrier()
-        if use_cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        losses.append(one_step(i))
-        if use_cuda:
-            torch.cuda.synchronize()
-        dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=par.device)  # NCCL: on the GPU
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)       # the step ends when the slowest rank ends
+        loss, dt = _timed_step(one_step, i, use_cuda, par.device)
+        losses.append(loss)
         if i >= warmup:
-            times.append(float(dt))
+            times.append(dt)
     # memory: one more, untimed step
     dist.barrier()
     if use_cuda:
@@ -88,9 +112,23 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
             "peak_rss_bytes": max(r["rss"] for r in per_rank), "losses": losses}
 
 
+def measure_in_turn(plans: list[Plan], *, steps: int, warmup: int, seed: int = 0) -> dict:
+    """Every plan built in this job, ``warmup`` untimed steps of each, then ``steps`` rounds of one timed
+    step of each plan in turn (module docstring): ``{"step_times_s": [[...] per plan]}``."""
+    use_cuda = _init()
+    trainers = [_trainer(p, seed) for p in plans]
+    times: list[list[float]] = [[] for _ in plans]
+    for i in range(warmup + steps):
+        for k, (par, _, one_step) in enumerate(trainers):
+            _, dt = _timed_step(one_step, i, use_cuda, par.device)
+            if i >= warmup:
+                times[k].append(dt)
+    return {"step_times_s": times}
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="measure a plan's step time and peak memory")
-    p.add_argument("--plan", required=True)
+    p = argparse.ArgumentParser(description="measure a plan's step time and peak memory (several plans: in turn)")
+    p.add_argument("--plan", required=True, nargs="+")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
@@ -98,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def body() -> None:
-        result = measure(Plan.load(args.plan), steps=args.steps, warmup=args.warmup, seed=args.seed)
+        plans = [Plan.load(f) for f in args.plan]
+        if len(plans) == 1:
+            result = measure(plans[0], steps=args.steps, warmup=args.warmup, seed=args.seed)
+        else:
+            result = measure_in_turn(plans, steps=args.steps, warmup=args.warmup, seed=args.seed)
         if dist.get_rank() == 0:
             write_json_atomic(args.out, result)
     return run_worker(body)
