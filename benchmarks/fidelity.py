@@ -230,8 +230,7 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for w, f, f1, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
-              f"({f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's in-turn steps spread "
-              f"{f.in_turn_spread * 100:.0f}% between quartiles), "
+              f"({_once(f, f1)}), "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
@@ -240,6 +239,16 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
           f"chosen within {max(f.chosen_vs_fastest for _, f, _, _ in rows) * 100:.1f}% of the fastest measured on every "
           f"workload, memory under-predicted by at most {pooled.worst_memory_underprediction * 100:.1f}%")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
+
+
+def _once(f, f1) -> str:
+    """What the chosen layout's figure rests on: the first measurements, and the in-turn one where it ran."""
+    if f1.chosen_vs_fastest <= 0:
+        return "the fastest measured once: nothing to confirm"
+    if not f.in_turn_steps:
+        return f"{f1.chosen_vs_fastest * 100:+.1f}% measured once, not confirmed"
+    return (f"{f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's in-turn steps spread "
+            f"{f.in_turn_spread * 100:.0f}% between quartiles")
 
 
 def _load() -> str:
