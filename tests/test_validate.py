@@ -193,3 +193,13 @@ def test_a_gap_inside_the_machines_noise_is_said_to_be():
     runs[0].measured.in_turn_s = [0.110, 0.109, 0.111, 0.110]
     runs[1].measured.in_turn_s = [0.100, 0.099, 0.101, 0.100]
     assert "within that noise" not in choice_verdict(fidelity(runs))     # +10% against 2%
+
+
+def test_plans_timed_in_turn_take_every_place_in_the_order_alike():
+    """Over n rounds each of n plans steps first once, last once, ...: none is always first after the barrier."""
+    from autoplan.execute.measure import turn_order
+    n = 3
+    orders = [turn_order(n, r) for r in range(n)]
+    assert orders == [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    assert all(sorted(o[place] for o in orders) == list(range(n)) for place in range(n))
+    assert turn_order(1, 5) == [0]

@@ -11,7 +11,8 @@ tensor bytes per rank (see :mod:`autoplan.profile.memory`). Rank 0 writes::
      "peak_memory_per_rank_bytes": [...], "peak_rss_bytes": max over ranks, "losses": [...]}
 
 With several plans (``--plan a.json b.json ...``, the same world) they are built side by side in one
-job and timed in turn, one step of each after the other (:func:`measure_in_turn`; ``validate --confirm``):
+job and timed in turn, one step of each after the other, the order rotated every round
+(:func:`measure_in_turn`; ``validate --confirm``):
 a drift in the machine's speed then falls on all of them alike, where separate launches, seconds or
 minutes apart, each see the machine as it is then.  Rank 0 writes ``{"step_times_s": [[...], ...]}``,
 one list per plan, in the order given.
@@ -112,14 +113,21 @@ def measure(plan: Plan, *, steps: int, warmup: int, seed: int = 0) -> dict:
             "peak_rss_bytes": max(r["rss"] for r in per_rank), "losses": losses}
 
 
+def turn_order(n: int, round_: int) -> list[int]:
+    """The order the ``n`` plans step in, in round ``round_``: rotated by one each round, so that no plan
+    is always the first after the barrier or always follows the same other one."""
+    return [(round_ + k) % n for k in range(n)]
+
+
 def measure_in_turn(plans: list[Plan], *, steps: int, warmup: int, seed: int = 0) -> dict:
     """Every plan built in this job, ``warmup`` untimed steps of each, then ``steps`` rounds of one timed
-    step of each plan in turn (module docstring): ``{"step_times_s": [[...] per plan]}``."""
+    step of each plan in turn (:func:`turn_order`; module docstring): ``{"step_times_s": [[...] per plan]}``."""
     use_cuda = _init()
     trainers = [_trainer(p, seed) for p in plans]
     times: list[list[float]] = [[] for _ in plans]
     for i in range(warmup + steps):
-        for k, (par, _, one_step) in enumerate(trainers):
+        for k in turn_order(len(trainers), i):
+            par, _, one_step = trainers[k]
             _, dt = _timed_step(one_step, i, use_cuda, par.device)
             if i >= warmup:
                 times[k].append(dt)
