@@ -203,7 +203,13 @@ def measure_layout(pb: Problem, layout: Layout, predicted: Prediction, *, steps:
 def measure_in_turn(pb: Problem, runs: list[Run], *, steps: int, warmup: int, workdir: Path,
                     timeout_s: float = 900) -> list[list[float]]:
     """The layouts of ``runs`` built side by side in one torchrun job and timed in turn, ``steps`` steps
-    each after ``warmup`` (:func:`autoplan.execute.measure.measure_in_turn`): each one's step times."""
+    each after ``warmup`` (:func:`autoplan.execute.measure.measure_in_turn`): each one's step times.
+    On GPUs they must fit in the device's memory together (by their predicted peaks; :class:`InputError`
+    if not); CPU processes hold them in host memory, which the cluster's planning budget does not bound."""
+    need = sum(r.predicted.peak_memory_bytes for r in runs)
+    if pb.cluster.device.type == "cuda" and need > pb.cluster.device.memory_bytes:
+        raise InputError(f"{len(runs)} layouts side by side need {need / 2**30:.1f} GiB per device, more than its "
+                         f"{pb.cluster.device.memory_bytes / 2**30:.1f} GiB: measured once each")
     paths = [_plan_file(pb, r.layout, r.predicted, workdir / f"plan-in-turn-{i}.json") for i, r in enumerate(runs)]
     d, _ = _launch_measure(paths, f"{len(runs)} layouts in turn", steps=steps, warmup=warmup, workdir=workdir,
                            timeout_s=timeout_s * len(runs))

@@ -203,3 +203,19 @@ def test_plans_timed_in_turn_take_every_place_in_the_order_alike():
     assert orders == [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
     assert all(sorted(o[place] for o in orders) == list(range(n)) for place in range(n))
     assert turn_order(1, 5) == [0]
+
+
+def test_contenders_that_do_not_fit_one_gpu_together_are_not_timed_side_by_side(tmp_path, monkeypatch):
+    """On a GPU the in-turn job would hold every contender at once: refused in one line before anything runs
+    (the first measurements then stand, see confirm_contenders)."""
+    from dataclasses import replace
+    from autoplan import validate as v
+    from autoplan.errors import InputError
+    from autoplan.plan.api import make_problem
+    pb = make_problem(str(PROFILES / "gpt-small.cpu.json"), str(PROFILES / "cpu-2proc.json"), 16)
+    gpu = replace(pb.cluster, device=replace(pb.cluster.device, type="cuda", memory_bytes=150))
+    runs = [_run(1.0, 0.1, {}, pred_mem=100), _run(1.0, 0.1, {}, pred_mem=100)]
+    monkeypatch.setattr(v, "_launch_measure", lambda *a, **k: pytest.fail("nothing may run"))
+    with pytest.raises(InputError, match=r"^2 layouts side by side need 0\.0 GiB per device, more than its 0\.0 GiB: "
+                                         r"measured once each$"):
+        v.measure_in_turn(replace(pb, cluster=gpu), runs, steps=1, warmup=0, workdir=tmp_path)
