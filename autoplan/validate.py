@@ -48,6 +48,12 @@ class Measured:
     its steps timed in turn with theirs in one job; ``step_time_s`` is then their median.  Empty when
     measured once"""
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Measured":
+        """A measurement as :meth:`Run.to_dict` (or ``dataclasses.asdict``) wrote it; keys this version no
+        longer has (``launches_s``, the separate launches of ``--confirm`` until 2026-12-04) are left out."""
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
     @property
     def in_turn_spread(self) -> float:
         """the interquartile range of the in-turn steps over their median (0 when measured once): how far
@@ -258,6 +264,14 @@ def confirm_contenders(runs: list[Run], rounds: int, measure_together: Callable[
     return out
 
 
+def confirm_in_turn(pb: Problem, runs: list[Run], rounds: int, *, steps: int, warmup: int, workdir: Path,
+                    progress: Callable[[str], None] | None = None) -> list[Run]:
+    """:func:`confirm_contenders` with the contenders timed by :func:`measure_in_turn`, ``rounds`` x ``steps``
+    steps each after ``warmup``: what ``validate --confirm`` does."""
+    return confirm_contenders(
+        runs, rounds, lambda rs, k: measure_in_turn(pb, rs, steps=k * steps, warmup=warmup, workdir=workdir), progress)
+
+
 def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, steps: int = TIMED_STEPS,
              warmup: int = WARMUP_STEPS,
              progress: Callable[[str], None] | None = None, min_layouts: int = 0, confirm: int = 0) -> list[Run]:
@@ -291,9 +305,7 @@ def validate(pb: Problem, *, top_k: int | None = 3, all_layouts: bool = False, s
                 runs.append(Run(lay, pred, m))
             except (AutoplanError, subprocess.TimeoutExpired) as e:
                 runs.append(Run(lay, pred, None, error=str(e).splitlines()[0]))
-        runs = confirm_contenders(
-            runs, confirm, lambda rs, k: measure_in_turn(pb, rs, steps=k * steps, warmup=warmup, workdir=Path(tmp)),
-            progress)
+        runs = confirm_in_turn(pb, runs, confirm, steps=steps, warmup=warmup, workdir=Path(tmp), progress=progress)
     return runs
 
 
@@ -509,8 +521,8 @@ def print_table(runs: list[Run], out=sys.stdout) -> None:
         busy = (f"  (busy machine: other programs used {r.measured.foreign_cores:.2f} cores)"
                 if r.measured.foreign_cores > FOREIGN_CORES_LIMIT else "")
         if r.measured.in_turn_s:
-            busy += f"  (in turn: median of {len(r.measured.in_turn_s)} steps, {min(r.measured.in_turn_s):.3f}-" \
-                    f"{max(r.measured.in_turn_s):.3f} s)"
+            busy += (f"  (in turn: median of {len(r.measured.in_turn_s)} steps, {min(r.measured.in_turn_s):.3f}-"
+                     f"{max(r.measured.in_turn_s):.3f} s)")
         print(f"{mark} {r.layout.short():<58} {r.predicted.step_time_s:>8.3f} {r.measured.step_time_s:>8.3f} "
               f"{err * 100:>+6.1f}% {r.predicted.peak_memory_bytes / 2**20:>9.1f} "
               f"{r.measured.peak_memory_bytes / 2**20:>9.1f}{busy}", file=out)

@@ -34,7 +34,7 @@ rank correlation, the chosen layout's measured time over the fastest measured, a
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
 chosen layout and every layout measured faster than it are measured again side by side in one job, K x
 the steps each, one step of each in turn, and compared on their medians
-(``autoplan.validate.confirm_contenders``, what ``validate --confirm K`` does; until 2026-12-04 they were
+(``autoplan.validate.confirm_in_turn``, what ``validate --confirm K`` does; until 2026-12-04 they were
 launched K more times each, round-robin). The figure from one measurement each is printed beside it, and
 the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise.
 
@@ -68,8 +68,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import (MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run, confirm_contenders,
-                               fidelity, fit_calibration, measure_in_turn, measure_layout, print_table)
+from autoplan.validate import (MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run, confirm_in_turn,
+                               fidelity, fit_calibration, measure_layout, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -172,7 +172,8 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
                  confirm: int = 0) -> tuple[list[Run], list[Run]]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
-    contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each: :func:`confirm_contenders`)."""
+    contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each:
+    :func:`~autoplan.validate.confirm_in_turn`)."""
     from autoplan.plan.api import make_problem
     from autoplan.validate import validate
     workdir.mkdir(parents=True, exist_ok=True)
@@ -183,9 +184,8 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
-    confirmed = confirm_contenders(
-        runs, confirm, lambda rs, k: measure_in_turn(pb, rs, steps=k * steps, warmup=warmup, workdir=workdir),
-        lambda s: print("  " + s, flush=True))
+    confirmed = confirm_in_turn(pb, runs, confirm, steps=steps, warmup=warmup, workdir=workdir,
+                                progress=lambda s: print("  " + s, flush=True))
     write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs],
                                               "confirmed": [r.to_dict() for r in confirmed]})
     return runs, confirmed
@@ -391,7 +391,7 @@ def main() -> None:
                 if lay.short() not in reused:
                     raise SystemExit(f"error: --reuse: {lay.short()} on {world} processes was not measured in "
                                      f"{saved} (a run of another set or version); run without --reuse")
-                m = Measured(**{k: v for k, v in reused[lay.short()].items() if k in Measured.__dataclass_fields__})
+                m = Measured.from_dict(reused[lay.short()])
             else:
                 print(f"  measuring {lay.short()} ...", flush=True)
                 m = measure_layout(pb, lay, pred, steps=args.steps, warmup=args.warmup, workdir=args.workdir)
