@@ -32,10 +32,12 @@ processes. Each is profiled as the README's walkthrough says (``autoplan profile
 ``autoplan validate --top-k 10`` does; printed per workload and overall: step-time error (mean abs.),
 rank correlation, the chosen layout's measured time over the fastest measured, and the worst memory
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
-chosen layout and every layout measured faster than it are measured again side by side in one job, K x
-the steps each, one step of each in turn, and compared on their medians
+chosen layout and every layout measured faster than it or at most 30% slower
+(``autoplan.validate.CONFIRM_WITHIN``) are measured again side by side in one job, K x the steps each,
+one step of each in turn, and the chosen one is compared with the fastest of that job on their medians
 (``autoplan.validate.confirm_in_turn``, what ``validate --confirm K`` does; until 2026-12-04 they were
-launched K more times each, round-robin). The figure from one measurement each is printed beside it, and
+launched K more times each, round-robin, and until the sixth session of 2026-12-04 only the layouts
+measured faster were in the job, judged against the others' launches of minutes before). The figure from one measurement each is printed beside it, and
 the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise.
 
 ``--shape FILE --global-batch B --world W``: one given workload, profiled and validated as ``--random``
@@ -68,8 +70,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import (MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run, confirm_in_turn,
-                               fidelity, fit_calibration, measure_layout, print_table)
+from autoplan.validate import (CONFIRM_WITHIN, MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run,
+                               confirm_in_turn, fidelity, fit_calibration, measure_layout, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -164,8 +166,8 @@ def _autoplan(*argv: str) -> None:
 
 
 CONFIRM_ROUNDS = 3
-"""--confirm's default: the chosen layout and those measured faster are measured again in turn in one job,
-this many times the steps each"""
+"""--confirm's default: the chosen layout and those measured faster or at most 30% slower are measured again
+in turn in one job, this many times the steps each"""
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
@@ -221,7 +223,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
                                    warmup=args.warmup, memory=str(args.memory_per_device), confirm=args.confirm)
         report(f"{w.shape['name']} (chosen first)", first)
         if runs is not first:
-            report(f"{w.shape['name']}, the chosen layout and those measured faster timed again in turn in one job "
+            report(f"{w.shape['name']}, the chosen layout and those measured faster or at most "
+                   f"{CONFIRM_WITHIN:.0%} slower timed again in turn in one job "
                    f"({args.confirm} x {args.steps} steps each, median)", runs)
         f = fidelity(runs)
         rows.append((w, f, fidelity(first), time.perf_counter() - t0))
@@ -230,7 +233,7 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for w, f, f1, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
-              f"({_once(f, f1)}), "
+              f"({_once(f, f1, args.confirm)}), "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
@@ -241,14 +244,13 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
 
 
-def _once(f, f1) -> str:
+def _once(f, f1, confirm: int) -> str:
     """What the chosen layout's figure rests on: the first measurements, and the in-turn one where it ran."""
-    if f1.chosen_vs_fastest <= 0:
-        return "the fastest measured once: nothing to confirm"
     if not f.in_turn_steps:
-        return f"{f1.chosen_vs_fastest * 100:+.1f}% measured once, not confirmed"
-    return (f"{f1.chosen_vs_fastest * 100:+.1f}% measured once; one layout's in-turn steps spread "
-            f"{f.in_turn_spread * 100:.0f}% between quartiles")
+        why = f"none within {CONFIRM_WITHIN:.0%}" if confirm else "--confirm 0"
+        return f"{f1.chosen_vs_fastest * 100:+.1f}% measured once, not timed in turn ({why})"
+    return (f"{f1.chosen_vs_fastest * 100:+.1f}% measured once; {f.in_turn_layouts} layouts timed in turn, "
+            f"one layout's steps spread {f.in_turn_spread * 100:.0f}% between quartiles")
 
 
 def _load() -> str:
@@ -309,9 +311,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--confirm", type=int, default=CONFIRM_ROUNDS, metavar="K",
-                    help="--random/--shape: measure the chosen layout and every layout measured faster than it again, "
-                         "side by side in one job, K x --steps steps each in turn, and judge the choice on the medians "
-                         "(0: one measurement each)")
+                    help="--random/--shape: measure the chosen layout and every layout measured faster or at most 30%% "
+                         "slower again, side by side in one job, K x --steps steps each in turn, and judge the choice "
+                         "on the medians of that job (0: one measurement each)")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
     ap.add_argument("--shape", type=Path, default=None, metavar="FILE",

@@ -88,9 +88,10 @@ def validate(
     steps: int = typer.Option(4, help="timed steps per layout (after warm-up)"),      # validate.TIMED_STEPS
     warmup: int = typer.Option(2, help="untimed warm-up steps per layout"),          # validate.WARMUP_STEPS
     confirm: int = typer.Option(2, "--confirm", help="measure the chosen layout and every layout measured faster "
-                                                     "than it again, side by side in one job, this many times --steps "
-                                                     "steps each, one step of each in turn, and compare medians "
-                                                     "(0: each layout once; a busy or shared machine needs 3)"),
+                                                     "or at most 30% slower again, side by side in one job, this many "
+                                                     "times --steps steps each, one step of each in turn, and judge "
+                                                     "the choice on their medians (0: each layout once; a busy or "
+                                                     "shared machine needs 3)"),     # validate.CONFIRM_WITHIN
     calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
     as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
     optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
