@@ -9,15 +9,34 @@
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from autoplan.errors import InputError
 
 STEP_LINE = re.compile(r"^step (\d+) loss ([-+0-9.eEnaif]+) time_s ([0-9.eE+-]+)")
+
+
+PROGRESS_EVERY_S = 20.0
+"""the in-group profile runs for minutes on a busy machine (10 or more on 2 shared cores): a line at most this often"""
+
+
+def every(seconds: float, say: Callable[[str], None]) -> Callable[..., None]:
+    """A progress callback ``update(done, total, what)`` that says ``done/total what`` when at least ``seconds``
+    have passed since it last spoke, and always at the end."""
+    last = [-math.inf]
+
+    def update(done: int, total: int, what: str = "") -> None:
+        now = time.perf_counter()
+        if now - last[0] >= seconds or done >= total:
+            last[0] = now
+            say(f"{done}/{total} {what}".rstrip())
+    return update
 
 
 def train_script() -> Path:
@@ -74,7 +93,8 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     say(f"      block fwd {blk.forward_s * 1e3:.2f} ms, bwd {blk.backward_s * 1e3:.2f} ms alone, "
         f"saves {blk.saved_activation_bytes / 2**20:.2f} MiB at mbs 1")
     say(f"      the same inside groups of {nproc} processes working at once (TP via DTensor, ZeRO-3 via FSDP2) ...")
-    profile_groups_into(prof, GroupProfileConfig(spec=model, mbs_list=(1, 2, 4)), nproc)
+    profile_groups_into(prof, GroupProfileConfig(spec=model, mbs_list=(1, 2, 4)), nproc,
+                        progress=every(PROGRESS_EVERY_S, lambda s: say("        " + s)))
     prof.save(workdir / "model.json")
     kind = prof.kinds["block"]
     alone = kind.group_timing(1, world=nproc)
