@@ -29,12 +29,13 @@ PROGRESS_EVERY_S = 20.0
 def every(seconds: float, say: Callable[[str], None]) -> Callable[..., None]:
     """A progress callback ``update(done, total, what)`` that says ``done/total what`` when at least ``seconds``
     have passed since it last spoke, and always at the end."""
-    last = [-math.inf]
+    last = -math.inf
 
     def update(done: int, total: int, what: str = "") -> None:
+        nonlocal last
         now = time.perf_counter()
-        if now - last[0] >= seconds or done >= total:
-            last[0] = now
+        if now - last >= seconds or done >= total:
+            last = now
             say(f"{done}/{total} {what}".rstrip())
     return update
 

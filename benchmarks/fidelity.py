@@ -166,8 +166,8 @@ def _autoplan(*argv: str) -> None:
 
 
 CONFIRM_ROUNDS = 3
-"""--confirm's default: the chosen layout and those measured faster or at most 30% slower are measured again
-in turn in one job, this many times the steps each"""
+"""--confirm's default: the chosen layout and those measured faster or at most ``CONFIRM_WITHIN`` slower are
+measured again in turn in one job, this many times the steps each"""
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
@@ -311,8 +311,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="--random's seed (default: today's date, YYYYMMDD)")
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--confirm", type=int, default=CONFIRM_ROUNDS, metavar="K",
-                    help="--random/--shape: measure the chosen layout and every layout measured faster or at most 30%% "
-                         "slower again, side by side in one job, K x --steps steps each in turn, and judge the choice "
+                    help="--random/--shape: measure the chosen layout and every layout measured faster or at most "
+                         f"{CONFIRM_WITHIN:.0%}% slower again, side by side in one job, K x --steps steps each in turn, and judge the choice "
                          "on the medians of that job (0: one measurement each)")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
