@@ -15,9 +15,13 @@ layout (analytic profile of the catalogue hardware, the run's software stack), t
 the layout is predicted to fit in memory, and the step time of the free solve (same model, cluster,
 batch and software; the published degrees not imposed): it must be no slower.
 
-One constant of the model was fitted to these runs: the sustained fraction of each chip
-(``assumptions.KernelAssumptions.sustained_fraction``, fitted on the 2021-24 runs); every other
-constant cites its evidence (``assumptions.py``, ``hardware.py``).  To show how that fit
+Two constants of the model were taken from these runs: the sustained fraction of each chip
+(``assumptions.KernelAssumptions.sustained_fraction``, fitted on the 2021-24 runs) and how much faster
+Megatron-Core's 2025 release runs the same layouts than its 2024 one
+(``assumptions.MEGATRON_2025_RELEASE_SPEEDUP``: the published step times of every pair of runs of the
+same setup, one by each release, over the model's own ratio; :func:`derived_release_speedup`); every
+other constant cites its evidence (``assumptions.py``, ``hardware.py``).  The LEAVE-ONE-SOURCE-OUT line
+predicts each run with both taken from the other sources' runs.  To show how the fraction's fit
 generalises, the script also fits one fraction on the A100 runs and reports its error on the H100
 runs (and the reverse), and per chip refits it leaving out each run, then each source, in turn.
 Last it prints the fraction each run implies (the one at which its prediction equals its published
@@ -73,6 +77,7 @@ from autoplan.errors import AutoplanError  # noqa: E402
 from autoplan.jsonio import write_json_atomic  # noqa: E402
 from autoplan.models.shapes import BUILTIN_SHAPES, ModelShape  # noqa: E402
 from autoplan.plan.api import estimate, fixed_micro_batch, make_problem  # noqa: E402
+from autoplan.plan.frameworks import framework as framework_named  # noqa: E402
 from autoplan.plan.plan import Layout, Prediction  # noqa: E402
 from autoplan.plan.search import SearchOptions, search  # noqa: E402
 from autoplan.profile.assumptions import KERNELS  # noqa: E402
@@ -408,10 +413,14 @@ class Result:
     def rel_err(self) -> float:
         return (self.predicted_s - self.run.step_time_s) / self.run.step_time_s
 
-    def predicted_at(self, fraction: float) -> float:
+    def predicted_at(self, fraction: float, speedup: float | None = None) -> float:
         """The prediction with the chip's sustained fraction changed from the shipped one to
-        ``fraction`` (kernel-proportional terms rescaled; communication unchanged)."""
-        return self.predicted_s + self.compute_s * (shipped_fraction(self.run) / fraction - 1)
+        ``fraction`` and, given ``speedup``, the software release's speed-up from the shipped one
+        (``SoftwareStack.release_speedup``) to it: kernel-proportional terms rescaled, communication
+        unchanged."""
+        s0 = shipped_speedup(self.run)
+        s = s0 if speedup is None or s0 == 1.0 else speedup    # only a release that has one
+        return self.predicted_s + self.compute_s * (shipped_fraction(self.run) * s0 / (fraction * s) - 1)
 
 
     def fraction_for(self, ratio: float) -> float:
@@ -428,6 +437,44 @@ class Result:
 
 def shipped_fraction(run: PublishedRun) -> float:
     return KERNELS.sustained_fraction.get(run.hardware, 1.0)
+
+
+def shipped_speedup(run: PublishedRun) -> float:
+    """The release speed-up the run's software stack ships with (1.0 for all but megatron@2025)."""
+    return framework_named(run.framework).stack.release_speedup
+
+
+# --------------------------------------------------------------------------------------------
+# the second constant taken from published runs: a newer release's speed-up on identical layouts
+# --------------------------------------------------------------------------------------------
+
+OLD_RELEASE, NEW_RELEASE = "megatron@2024", "megatron"
+
+
+def same_setup(a: PublishedRun, b: PublishedRun) -> bool:
+    """The same model, GPUs, layout, global batch, precision and optimizer (the software may differ)."""
+    return (a.model, a.cluster, a.layout, a.global_batch, a.precision, a.optimizer) == (
+        b.model, b.cluster, b.layout, b.global_batch, b.precision, b.optimizer)
+
+
+def release_pairs(results: list["Result"]) -> list[tuple["Result", "Result"]]:
+    """(old, new): every pair of runs of the same setup, one by ``OLD_RELEASE``, one by ``NEW_RELEASE``."""
+    old = [r for r in results if r.run.framework == OLD_RELEASE]
+    new = [r for r in results if r.run.framework == NEW_RELEASE]
+    return [(o, n) for o in old for n in new if same_setup(o.run, n.run)]
+
+
+def derived_release_speedup(results: list["Result"]) -> float:
+    """``NEW_RELEASE``'s speed-up over ``OLD_RELEASE`` as the published runs show it: the geometric mean
+    over :func:`release_pairs` of old / new published step time, over the same ratio of the predictions
+    made without a speed-up (1.0 where no pair is left)."""
+    pairs = release_pairs(results)
+    if not pairs:
+        return 1.0
+    logs = [math.log((o.run.step_time_s / n.run.step_time_s)
+                     / (o.predicted_at(shipped_fraction(o.run), 1.0) / n.predicted_at(shipped_fraction(n.run), 1.0)))
+            for o, n in pairs]
+    return math.exp(statistics.fmean(logs))
 
 
 def _kernel_share(breakdown: dict[str, float]) -> float:
@@ -464,10 +511,11 @@ def cost_run(run: PublishedRun, free: bool) -> Result:
     return res
 
 
-def fit_fraction(results: list[Result]) -> float:
-    """The sustained fraction (one chip) minimising the mean squared log error over ``results``."""
+def fit_fraction(results: list[Result], speedup: float | None = None) -> float:
+    """The sustained fraction (one chip) minimising the mean squared log error over ``results`` (the
+    newer release's speed-up at ``speedup``, default the shipped one)."""
     def loss(f: float) -> float:
-        return sum(math.log(r.predicted_at(f) / r.run.step_time_s) ** 2 for r in results)
+        return sum(math.log(r.predicted_at(f, speedup) / r.run.step_time_s) ** 2 for r in results)
     lo, hi = 0.2, 1.5
     g = (math.sqrt(5) - 1) / 2
     for _ in range(80):   # golden-section search (the loss is unimodal in f)
@@ -511,6 +559,26 @@ def holdout_report(ok: list[Result]) -> list[str]:
             m, x = _errors([(r.predicted_at(f), r.run.step_time_s) for r in inside])
             lines.append(f"    fitted without {src} ({len(others)} runs): {f:.3f}; on {src}'s {len(inside)} runs "
                          f"mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
+    return lines
+
+
+def release_speedup_report(ok: list[Result]) -> list[str]:
+    """The second constant: how it is derived, from which pairs, and its leave-one-source-out error."""
+    pairs = release_pairs(ok)
+    new_runs = [r for r in ok if shipped_speedup(r.run) != 1.0]
+    shipped = shipped_speedup(new_runs[0].run) if new_runs else 1.0
+    lines = [f"release speed-up of {NEW_RELEASE} over {OLD_RELEASE} (SoftwareStack.release_speedup): derived "
+             f"{derived_release_speedup(ok):.3f} from {len(pairs)} pairs of the same setup (shipped {shipped:.3f}):"]
+    for o, n in pairs:
+        lines.append(f"    {o.run.name} {o.run.step_time_s:.2f} s -> {n.run.name} {n.run.step_time_s:.2f} s "
+                     f"(published {o.run.step_time_s / n.run.step_time_s:.3f}x)")
+    for src in sorted({r.run.source_key for r in new_runs}):
+        rest = [r for r in ok if r.run.source_key != src]
+        sp = derived_release_speedup(rest)
+        inside = [r for r in new_runs if r.run.source_key == src]
+        m, x = _errors([(r.predicted_at(shipped_fraction(r.run), sp), r.run.step_time_s) for r in inside])
+        lines.append(f"  without {src}: {sp:.3f} ({len(release_pairs(rest))} pairs); on {src}'s {len(inside)} "
+                     f"{NEW_RELEASE} runs mean |error| {m * 100:.1f}%, max {x * 100:.1f}% (the fraction as shipped)")
     return lines
 
 
@@ -600,13 +668,18 @@ def main(argv: list[str] | None = None) -> int:
     m, x = _errors(loo)
     loso = []
     for r in ok:
-        others = [x for x in ok if x.run.hardware == r.run.hardware and x.run.source_key != r.run.source_key]
-        loso.append((r.predicted_at(fit_fraction(others)) if others else r.predicted_s, r.run.step_time_s))
+        rest = [x for x in ok if x.run.source_key != r.run.source_key]
+        speedup = derived_release_speedup(rest)
+        others = [x for x in rest if x.run.hardware == r.run.hardware]
+        loso.append((r.predicted_at(fit_fraction(others, speedup), speedup) if others
+                     else r.predicted_at(shipped_fraction(r.run), speedup), r.run.step_time_s))
     lm, lx = _errors(loso)
-    print(f"\nIN-SAMPLE (the shipped fraction, fitted on the 2021-24 runs): mean |error| "
-          f"{statistics.fmean(errs) * 100:.1f}%, max {max(errs) * 100:.1f}%")
-    print(f"LEAVE-ONE-SOURCE-OUT (each run predicted with the fraction fitted on the other sources' runs of its "
-          f"chip): mean |error| {lm * 100:.1f}%, max {lx * 100:.1f}%")
+    print(f"\nIN-SAMPLE (the shipped constants: the fraction fitted on the 2021-24 runs, the release speed-up): "
+          f"mean |error| {statistics.fmean(errs) * 100:.1f}%, max {max(errs) * 100:.1f}%")
+    print(f"LEAVE-ONE-SOURCE-OUT (each run predicted with both constants taken from the other sources' runs: the "
+          f"fraction of its chip, the speed-up): mean |error| {lm * 100:.1f}%, max {lx * 100:.1f}%")
+    for line in release_speedup_report(ok):
+        print(line)
     print(f"\nhold-out: the sustained fraction per chip (assumptions.KernelAssumptions) is the one constant fitted "
           f"to these runs;\n  leave-one-out (each run predicted with the fraction fitted on the other runs of its "
           f"chip): mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")

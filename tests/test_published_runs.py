@@ -111,6 +111,26 @@ def test_implied_fraction_inverts_the_rescaling_and_bounds_the_band(pr):
     assert "none" not in pr.implied_fraction_report([fast])[0]
 
 
+def test_the_shipped_release_speedup_is_the_one_the_published_pairs_give(pr):
+    """``SoftwareStack.release_speedup`` of megatron@2025 is what NVIDIA's published step times of identical
+    layouts say (four pairs), derived again here; only the 2025 stack carries one, and with a source of
+    the pairs left out it is 1.0 (no pair remains)."""
+    from autoplan.profile.assumptions import MEGATRON_2025_RELEASE_SPEEDUP, STACKS
+    runs = [r for r in pr.published_runs() if r.framework in (pr.OLD_RELEASE, pr.NEW_RELEASE)]
+    res = [pr.cost_run(r, free=False) for r in runs]
+    pairs = pr.release_pairs(res)
+    assert len(pairs) == 4 and all(o.run.framework == "megatron@2024" for o, _ in pairs)
+    assert pr.derived_release_speedup(res) == pytest.approx(MEGATRON_2025_RELEASE_SPEEDUP, abs=5e-4)
+    assert pr.derived_release_speedup([r for r in res if r.run.source_key != "[DGXC25]"]) == 1.0
+    assert [n for n, s in STACKS.items() if s.release_speedup != 1.0] == ["megatron-core-2025"]
+    # the speed-up rescales the kernel-proportional part of a 2025 run only
+    new = next(n for _, n in pairs)
+    old = next(o for o, _ in pairs)
+    assert new.predicted_at(pr.shipped_fraction(new.run), 1.0) == pytest.approx(
+        new.predicted_s + new.compute_s * (MEGATRON_2025_RELEASE_SPEEDUP - 1))
+    assert old.predicted_at(pr.shipped_fraction(old.run), 2.0) == pytest.approx(old.predicted_s)
+
+
 def test_the_command_line_costs_every_run_as_the_benchmark_does(pr, costed):
     """``autoplan estimate --framework ... --json`` (in process) prints the benchmark's prediction for every
     run: the benchmark goes through exactly the command's code path."""

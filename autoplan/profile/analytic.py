@@ -339,7 +339,9 @@ def analytic_model_profile(shape: ModelShape, cluster: ClusterProfile, *, precis
     tps = sorted({1} | {t for t in tp_list if t in allowed})
     mbs_vals = sorted(set(mbs_list))
     vocab_tps = tps if stk.vocab_parallel else [1]
-    derate = 1.0 / kernels.sustained_fraction.get(dev.family, 1.0) if dev.sm_count else 1.0
+    # what a training run sustains of the kernel model's rate (per chip), and how much faster a newer
+    # release of the software runs the same kernels (SoftwareStack.release_speedup)
+    derate = 1.0 / (kernels.sustained_fraction.get(dev.family, 1.0) * stk.release_speedup) if dev.sm_count else 1.0
 
     kinds: dict[str, LayerKindProfile] = {}
     for kind in ("embed", "block", "head"):
