@@ -15,9 +15,10 @@ adds communication, with or without overlap.  Three kinds of input feed it:
   autoplan's own executor (the default for catalogue clusters); the others describe published
   training systems, so that ``benchmarks/published_runs.py`` costs each published run as it ran.
 
-One of these constants was fitted to the published runs, the sustained fraction of each chip
-(:attr:`KernelAssumptions.sustained_fraction`; ``benchmarks/published_runs.py`` prints its
-leave-one-source-out error); every other cites the evidence it comes from (a datasheet, a kernel
+Two of these constants were taken from the published runs: the sustained fraction of each chip
+(:attr:`KernelAssumptions.sustained_fraction`) and Megatron-Core 2025's speed-up over its 2024 release
+on identical layouts (:data:`MEGATRON_2025_RELEASE_SPEEDUP`); ``benchmarks/published_runs.py`` prints
+their leave-one-source-out error.  Every other cites the evidence it comes from (a datasheet, a kernel
 benchmark, a framework's documentation or source).  Where the evidence is a range, the midpoint is
 taken and said so.
 
@@ -131,8 +132,8 @@ class KernelAssumptions:
     sustained_fraction: dict = field(default_factory=lambda: {"A100": 0.834, "H100": 0.679, "H200": 0.679})
     """fraction of the kernel model's rate that a training run sustains, per chip: what the kernel
     terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
-    work on the host).  THE ONE CONSTANT FITTED TO PUBLISHED RUNS: the least-squares (log) fit over
-    the runs of ``benchmarks/published_runs.py`` of each chip (A100: 29 runs from 5 sources, H100: 20
+    work on the host).  ONE OF THE TWO CONSTANTS TAKEN FROM PUBLISHED RUNS (the other:
+    MEGATRON_2025_RELEASE_SPEEDUP): the least-squares (log) fit over the runs of ``benchmarks/published_runs.py`` of each chip (A100: 29 runs from 5 sources, H100: 20
     from 2); the benchmark prints the leave-one-out and leave-one-source-out error of this fit (A100
     fitted without any one source stays within 0.81-0.84).  H200: the H100's (same chip, an
     assumption).  1.0 would be the kernel model alone, 20-45% optimistic on the published runs"""
