@@ -681,8 +681,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in release_speedup_report(ok):
         print(line)
     print(f"\nhold-out of the first constant, the sustained fraction per chip (assumptions.KernelAssumptions; the "
-          f"release speed-up as shipped):\n  leave-one-out (each run predicted with the fraction fitted on the other runs of its "
-          f"chip): mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
+          f"release speed-up as shipped):\n  leave-one-out (each run predicted with the fraction fitted on the other "
+          f"runs of its chip): mean |error| {m * 100:.1f}%, max {x * 100:.1f}%")
     for line in holdout_report(ok):
         print(line)
     print("\nimplied sustained fraction (at which a run's prediction equals its published step time), by source, "
