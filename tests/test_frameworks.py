@@ -107,6 +107,13 @@ def test_solve_searches_context_parallel_at_long_sequences():
     plan = solve("llama3-8b", "dgx-h100-80gb:1", 8, seq_len=131072, framework="megatron")
     assert plan.layout.cp > 1 and plan.training.framework == "megatron"
     assert plan.layout.world_size == 8
+    # the explanation's "pure data parallel" alternative splits nothing, the sequence included
+    ddp = [a for a in plan.alternatives if a.family == "pure data parallel (DDP)"]
+    assert len(ddp) == 1 and (ddp[0].layout.tp, ddp[0].layout.pp, ddp[0].layout.cp) == (1, 1, 1)
+    # and so does --preset ddp (what it fixes; given fields still win)
+    from autoplan.plan.presets import preset_constraints, with_preset
+    assert preset_constraints("ddp", None, None) == {"tp": 1, "pp": 1, "cp": 1, "zero": 0}
+    assert with_preset("ddp", {"cp": 2}, None, None)["cp"] == 2
 
 
 @pytest.mark.parametrize("args, why", [

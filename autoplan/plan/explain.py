@@ -15,7 +15,7 @@ from autoplan.profile.formats import ClusterProfile, ModelProfile
 FAMILIES: dict[str, dict] = {
     "best without pipeline parallel": {"pp": 1},
     "best without tensor parallel": {"tp": 1},
-    "pure data parallel (DDP)": {"tp": 1, "pp": 1, "zero": 0},
+    "pure data parallel (DDP)": {"tp": 1, "pp": 1, "cp": 1, "zero": 0},   # cp > 1 would split the sequence
     "ZeRO-3 / FSDP": {"tp": 1, "pp": 1, "zero": 3},
 }
 

@@ -14,7 +14,7 @@ from autoplan.profile.formats import ClusterProfile, ModelProfile
 Preset = Literal["ddp", "zero1", "zero2", "zero3", "megatron"]
 
 PRESET_HELP: dict[Preset, str] = {
-    "ddp": "pure data parallel: every device holds the whole model (tp=1, pp=1, zero=0)",
+    "ddp": "pure data parallel: every device holds the whole model and whole sequences (tp=1, pp=1, cp=1, zero=0)",
     "zero1": "data parallel with the optimizer state sharded (tp=1, pp=1, zero=1)",
     "zero2": "data parallel with optimizer state and gradients sharded (tp=1, pp=1, zero=2)",
     "zero3": "fully sharded data parallel, FSDP / ZeRO-3 (tp=1, pp=1, zero=3)",
@@ -25,7 +25,9 @@ PRESET_HELP: dict[Preset, str] = {
 
 def preset_constraints(name: str, profile: ModelProfile, cluster: ClusterProfile) -> dict:
     """The layout fields a preset fixes for this model and cluster."""
-    simple = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}
+    simple = {"zero1": 1, "zero2": 2, "zero3": 3}
+    if name == "ddp":
+        return {"tp": 1, "pp": 1, "cp": 1, "zero": 0}
     if name in simple:
         return {"tp": 1, "pp": 1, "zero": simple[name]}
     if name == "megatron":
