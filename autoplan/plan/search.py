@@ -433,8 +433,11 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
     wall = time.perf_counter() - t0
     if not best:
         lay, need = smallest_memory(profile, cluster, train, scored, opts)
+        given = ", ".join(f"{k}={v}" for k, v in sorted(opts.fixed.items()) if isinstance(v, (int, float, str)))
+        where = (f"no layout with {given} fits (the fields a preset or --layout fixed; without them another "
+                 f"may)" if given else "the model fits nowhere")
         raise InfeasibleError(
-            f"the model fits nowhere: the smallest layout ({lay.short()}) needs "
+            f"{where}: the smallest layout ({lay.short()}) needs "
             f"{_gib(need)} per device, but a device has {_gib(mem_cap)}",
             min_memory_bytes=need, binding_constraint="memory", smallest_layout=lay)
     obj = best[0].predicted.step_time_s
