@@ -312,8 +312,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=10, help="--random: layouts validated per workload")
     ap.add_argument("--confirm", type=int, default=CONFIRM_ROUNDS, metavar="K",
                     help="--random/--shape: measure the chosen layout and every layout measured faster or at most "
-                         f"{CONFIRM_WITHIN:.0%}% slower again, side by side in one job, K x --steps steps each in turn, and judge the choice "
-                         "on the medians of that job (0: one measurement each)")
+                         f"{CONFIRM_WITHIN * 100:.0f}%% slower again, side by side in one job, K x --steps steps each "
+                         "in turn, and judge the choice on the medians of that job (0: one measurement each)")
     ap.add_argument("--only", default=None, help="--random: run only these of the N drawn workloads (0-based, "
                                                  "comma-separated; to re-run one)")
     ap.add_argument("--shape", type=Path, default=None, metavar="FILE",

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import math
 import shutil
 import statistics
@@ -441,7 +442,13 @@ def shipped_fraction(run: PublishedRun) -> float:
 
 def shipped_speedup(run: PublishedRun) -> float:
     """The release speed-up the run's software stack ships with (1.0 for all but megatron@2025)."""
-    return framework_named(run.framework).stack.release_speedup
+    return _stack_speedup(run.framework)
+
+
+@functools.lru_cache(maxsize=None)
+def _stack_speedup(spec: str) -> float:
+    """Per framework spec, looked up once: the fits call :meth:`Result.predicted_at` millions of times."""
+    return framework_named(spec).stack.release_speedup
 
 
 # --------------------------------------------------------------------------------------------
@@ -667,12 +674,16 @@ def main(argv: list[str] | None = None) -> int:
         loo.append((r.predicted_at(fit_fraction(same)) if same else r.predicted_s, r.run.step_time_s))
     m, x = _errors(loo)
     loso = []
+    held_out: dict[tuple[str, str], tuple[float, float]] = {}     # (source, chip) -> (fraction, speed-up)
     for r in ok:
-        rest = [x for x in ok if x.run.source_key != r.run.source_key]
-        speedup = derived_release_speedup(rest)
-        others = [x for x in rest if x.run.hardware == r.run.hardware]
-        loso.append((r.predicted_at(fit_fraction(others, speedup), speedup) if others
-                     else r.predicted_at(shipped_fraction(r.run), speedup), r.run.step_time_s))
+        key = (r.run.source_key, r.run.hardware)
+        if key not in held_out:      # both constants from the other sources' runs, once per source and chip
+            rest = [x for x in ok if x.run.source_key != r.run.source_key]
+            speedup = derived_release_speedup(rest)
+            others = [x for x in rest if x.run.hardware == r.run.hardware]
+            held_out[key] = (fit_fraction(others, speedup) if others else shipped_fraction(r.run), speedup)
+        fraction, speedup = held_out[key]
+        loso.append((r.predicted_at(fraction, speedup), r.run.step_time_s))
     lm, lx = _errors(loso)
     print(f"\nIN-SAMPLE (the shipped constants: the fraction fitted on the 2021-24 runs, the release speed-up): "
           f"mean |error| {statistics.fmean(errs) * 100:.1f}%, max {max(errs) * 100:.1f}%")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from autoplan.errors import InfeasibleError, LayoutError
 from autoplan.plan.training import TrainingConfig
 from autoplan.plan.plan import COST_TERMS, Alternative, Plan, Prediction
+from autoplan.plan.presets import DATA_PARALLEL_FIELDS
 from autoplan.plan.search import Candidate, SearchOptions, search
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -15,8 +16,8 @@ from autoplan.profile.formats import ClusterProfile, ModelProfile
 FAMILIES: dict[str, dict] = {
     "best without pipeline parallel": {"pp": 1},
     "best without tensor parallel": {"tp": 1},
-    "pure data parallel (DDP)": {"tp": 1, "pp": 1, "cp": 1, "zero": 0},   # cp > 1 would split the sequence
-    "ZeRO-3 / FSDP": {"tp": 1, "pp": 1, "zero": 3},
+    "pure data parallel (DDP)": DATA_PARALLEL_FIELDS["ddp"],
+    "ZeRO-3 / FSDP": DATA_PARALLEL_FIELDS["zero3"],
 }
 
 

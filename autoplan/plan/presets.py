@@ -23,13 +23,19 @@ PRESET_HELP: dict[Preset, str] = {
 }
 
 
+DATA_PARALLEL_FIELDS: dict[str, dict] = {
+    "ddp": {"tp": 1, "pp": 1, "cp": 1, "zero": 0},     # pure: cp > 1 would split the sequence
+    "zero1": {"tp": 1, "pp": 1, "zero": 1},
+    "zero2": {"tp": 1, "pp": 1, "zero": 2},
+    "zero3": {"tp": 1, "pp": 1, "zero": 3},
+}
+"""the layout fields the data-parallel presets fix (the explanation's DDP and ZeRO-3 families too)"""
+
+
 def preset_constraints(name: str, profile: ModelProfile, cluster: ClusterProfile) -> dict:
     """The layout fields a preset fixes for this model and cluster."""
-    simple = {"zero1": 1, "zero2": 2, "zero3": 3}
-    if name == "ddp":
-        return {"tp": 1, "pp": 1, "cp": 1, "zero": 0}
-    if name in simple:
-        return {"tp": 1, "pp": 1, "zero": simple[name]}
+    if name in DATA_PARALLEL_FIELDS:
+        return dict(DATA_PARALLEL_FIELDS[name])
     if name == "megatron":
         from autoplan.plan.search import allowed_tp     # the search's imports (the ILP solvers) only when used
         tps = allowed_tp(profile) or {1}

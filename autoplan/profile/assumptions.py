@@ -134,8 +134,9 @@ class KernelAssumptions:
     terms do not capture (clocks under a sustained power limit, gaps between kernels, framework
     work on the host).  ONE OF THE TWO CONSTANTS TAKEN FROM PUBLISHED RUNS (the other:
     MEGATRON_2025_RELEASE_SPEEDUP): the least-squares (log) fit over the runs of
-    ``benchmarks/published_runs.py`` of each chip (A100: 29 runs from 5 sources, H100: 20 from 2); the benchmark prints the leave-one-out and leave-one-source-out error of this fit (A100
-    fitted without any one source stays within 0.81-0.84).  H200: the H100's (same chip, an
+    ``benchmarks/published_runs.py`` of each chip (A100: 29 runs from 5 sources, H100: 20 from 2); the
+    benchmark prints the leave-one-out and leave-one-source-out error of this fit (A100 fitted without any
+    one source stays within 0.81-0.84).  H200: the H100's (same chip, an
     assumption).  1.0 would be the kernel model alone, 20-45% optimistic on the published runs"""
     fp8_cast_bytes_per_element: float = 4.0
     """bytes moved per element of each fp8 GEMM operand that is cast every micro-batch (the input of

@@ -1,11 +1,19 @@
 import json,glob,statistics as st,os
 from collections import defaultdict
+
+
+def workloads():
+    """(workload dir, its runs.json, per-sample whole-model in-group seconds by mbs) of every stored workload
+    that has both files (the stores of the earlier sessions under /work/exp)."""
+    for mf in sorted(glob.glob('/work/exp/*/w*/model.json')+glob.glob('/work/exp/*/*/w*/model.json')):
+        d=os.path.dirname(mf); rf=d+'/runs.json'
+        if not os.path.exists(rf): continue
+        m=json.load(open(mf)); r=json.load(open(rf))
+        yield d, r, {w['mbs']:(w['forward_s']+w['backward_s'])/w['mbs'] for w in m.get('whole_model_timings',[])}
+
+
 rows=[]
-for mf in sorted(glob.glob('/work/exp/*/w*/model.json')+glob.glob('/work/exp/*/*/w*/model.json')):
-    d=os.path.dirname(mf); rf=d+'/runs.json'
-    if not os.path.exists(rf): continue
-    m=json.load(open(mf)); r=json.load(open(rf))
-    wm={w['mbs']:(w['forward_s']+w['backward_s'])/w['mbs'] for w in m.get('whole_model_timings',[])}
+for d, r, wm in workloads():
     ks=sorted(wm)
     if len(ks)<3: continue
     dip={}
@@ -34,11 +42,7 @@ cov=sum((x-mx)*(y-my) for x,y in zip(xs,ys)); vx=sum((x-mx)**2 for x in xs)
 print('slope of log(rel ratio) on log(dip): %.2f'%(cov/vx), 'corr %.2f'%(cov/math.sqrt(vx*sum((y-my)**2 for y in ys))))
 print('--- non-monotone: middle point below both neighbours per sample, and the later neighbour above by >5%')
 rows2=[]
-for mf in sorted(glob.glob('/work/exp/*/w*/model.json')+glob.glob('/work/exp/*/*/w*/model.json')):
-    d=os.path.dirname(mf); rf=d+'/runs.json'
-    if not os.path.exists(rf): continue
-    m=json.load(open(mf)); r=json.load(open(rf))
-    wm={w['mbs']:(w['forward_s']+w['backward_s'])/w['mbs'] for w in m.get('whole_model_timings',[])}
+for d, r, wm in workloads():
     ks=sorted(wm)
     vmin=set(k for i,k in enumerate(ks) if 0<i<len(ks)-1 and wm[k]<wm[ks[i-1]] and wm[ks[i+1]]>1.05*wm[k])
     runs=r.get('confirmed') or r.get('runs')
