@@ -38,7 +38,10 @@ one step of each in turn, and the chosen one is compared with the fastest of tha
 (``autoplan.validate.confirm_in_turn``, what ``validate --confirm K`` does; until 2026-12-04 they were
 launched K more times each, round-robin, and until the sixth session of 2026-12-04 only the layouts
 measured faster were in the job, judged against the others' launches of minutes before). The figure from one measurement each is printed beside it, and
-the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise.
+the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise. Then the same
+layouts are timed in turn again in a second job, which judges ``autoplan validate --out``'s pick (the fastest of
+the first job, :func:`autoplan.validate.measured_pick`) and, beside it, the model's choice: the first job cannot
+judge the layout it picked (the fastest of several noisy medians is biased low).
 
 ``--shape FILE --global-batch B --world W``: one given workload, profiled and validated as ``--random``
 does. ``shapes/issue24-192x6.json`` and ``shapes/issue24-160x8.json`` are issue 24's two shapes (6 blocks of
@@ -71,7 +74,8 @@ from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
 from autoplan.validate import (CONFIRM_WITHIN, MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run,
-                               confirm_in_turn, fidelity, fit_calibration, measure_layout, print_table)
+                               confirm_in_turn, fidelity, fit_calibration, in_turn_indices, measure_layout,
+                               measured_pick, print_table)
 
 SETS = {
     # the workload the cost model was developed on: gpt-small (8 blocks, h=256, GeLU), batch 8
@@ -171,11 +175,13 @@ measured again in turn in one job, this many times the steps each"""
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
-                 confirm: int = 0) -> tuple[list[Run], list[Run]]:
+                 confirm: int = 0) -> tuple[list[Run], list[Run], list[Run] | None]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
     contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each:
-    :func:`~autoplan.validate.confirm_in_turn`)."""
+    :func:`~autoplan.validate.confirm_in_turn`; the same layouts timed in turn again in a second job, which
+    judges ``validate --out``'s pick, the fastest of the first job: :func:`judge_pick`; ``None`` where no
+    first job ran or the second failed)."""
     from autoplan.plan.api import make_problem
     from autoplan.validate import validate
     workdir.mkdir(parents=True, exist_ok=True)
@@ -186,11 +192,32 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
-    confirmed = confirm_in_turn(pb, runs, confirm, steps=steps, warmup=warmup, workdir=workdir,
-                                progress=lambda s: print("  " + s, flush=True))
+    say = lambda s: print("  " + s, flush=True)     # noqa: E731
+    confirmed = confirm_in_turn(pb, runs, confirm, steps=steps, warmup=warmup, workdir=workdir, progress=say)
+    judged = None
+    again = in_turn_indices(confirmed)
+    if len(again) >= 2:
+        say("judge: the same layouts timed in turn again in a second job, for validate --out's pick")
+        judged = confirm_in_turn(pb, confirmed, confirm, steps=steps, warmup=warmup, workdir=workdir, progress=say,
+                                 indices=again)
+        judged = None if judged is confirmed else judged        # the second job failed
     write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs],
-                                              "confirmed": [r.to_dict() for r in confirmed]})
-    return runs, confirmed
+                                              "confirmed": [r.to_dict() for r in confirmed],
+                                              **({"judged": [r.to_dict() for r in judged]} if judged else {})})
+    return runs, confirmed, judged
+
+
+def judge_pick(confirmed: list[Run], judged: list[Run] | None) -> tuple[int, float | None, float | None]:
+    """``validate --out``'s pick (:func:`~autoplan.validate.measured_pick`: the fastest of the first in-turn
+    job) and how far it and the model's choice are from the fastest of the second job, which the pick was
+    not chosen on (the fastest of several noisy medians is biased low, so the first job cannot judge the
+    layout it picked). (pick, pick's excess, model choice's excess); the excesses ``None`` without a
+    second job."""
+    pick = measured_pick(confirmed)
+    pick = 0 if pick is None else pick
+    if judged is None:
+        return pick, None, None
+    return pick, fidelity(judged, chosen=pick).chosen_vs_fastest, fidelity(judged).chosen_vs_fastest
 
 
 def run_random(args) -> None:
@@ -219,28 +246,37 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for k, (i, w) in enumerate(work, start=1):
         t0 = time.perf_counter()
         print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
-        first, runs = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps,
-                                   warmup=args.warmup, memory=str(args.memory_per_device), confirm=args.confirm)
+        first, runs, judged = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps,
+                                           warmup=args.warmup, memory=str(args.memory_per_device),
+                                           confirm=args.confirm)
         report(f"{w.shape['name']} (chosen first)", first)
         if runs is not first:
             report(f"{w.shape['name']}, the chosen layout and those measured faster or at most "
                    f"{CONFIRM_WITHIN:.0%} slower timed again in turn in one job "
                    f"({args.confirm} x {args.steps} steps each, median)", runs)
+        if judged is not None:
+            report(f"{w.shape['name']}, the same layouts timed in turn again in a second job (judges the pick)", judged)
         f = fidelity(runs)
-        rows.append((w, f, fidelity(first), time.perf_counter() - t0))
+        rows.append((w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0))
         all_runs += [r for r in runs if r.measured is not None]
     print(f"\n== {title}")
-    for w, f, f1, wall in rows:
+    for w, f, f1, judge, runs, wall in rows:
         print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
               f"({_once(f, f1, args.confirm)}), "
-              f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s)")
+              f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s); {_pick(judge, runs)}")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
           f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
-          f"rank correlation {statistics.fmean(f.rank_correlation for _, f, _, _ in rows):.2f} (mean of the workloads'), "
-          f"chosen within {max(f.chosen_vs_fastest for _, f, _, _ in rows) * 100:.1f}% of the fastest measured on every "
+          f"rank correlation {statistics.fmean(r[1].rank_correlation for r in rows):.2f} (mean of the workloads'), "
+          f"chosen within {max(r[1].chosen_vs_fastest for r in rows) * 100:.1f}% of the fastest measured on every "
           f"workload, memory under-predicted by at most {pooled.worst_memory_underprediction * 100:.1f}%")
+    judged = [r[3] for r in rows if r[3][1] is not None]
+    if judged:
+        print(f"{title}: validate --out's pick (the fastest of the first in-turn job) within "
+              f"{max(j[1] for j in judged) * 100:.1f}% of the fastest of the second job on every workload that had "
+              f"one ({len(judged)} of {len(rows)}; on the same jobs the model's choice within "
+              f"{max(j[2] for j in judged) * 100:.1f}%)")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
 
 
@@ -251,6 +287,16 @@ def _once(f, f1, confirm: int) -> str:
         return f"{f1.chosen_vs_fastest * 100:+.1f}% measured once, not timed in turn ({why})"
     return (f"{f1.chosen_vs_fastest * 100:+.1f}% measured once; {f.in_turn_layouts} layouts timed in turn, "
             f"one layout's steps spread {f.in_turn_spread * 100:.0f}% between quartiles")
+
+
+def _pick(judge: tuple[int, float | None, float | None], runs: list[Run]) -> str:
+    """What ``validate --out`` would write and how its pick fared in the second in-turn job."""
+    pick, excess, model_excess = judge
+    which = "the model's choice" if pick == 0 else runs[pick].layout.short()
+    if excess is None:
+        return f"validate --out writes {which} (no second job)"
+    return (f"validate --out writes {which}: {excess * 100:+.1f}% from the fastest of a second job "
+            f"(the model's choice {model_excess * 100:+.1f}%)")
 
 
 def _load() -> str:

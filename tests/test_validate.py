@@ -28,13 +28,21 @@ def test_validate_cli_json_matches_the_contract(gpt_tiny_profiles_2proc, tmp_pat
     assert c["world_size"] == 2 and c["device"]["memory_bytes"] == 256 * 2**20
     proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(model), "--cluster",
                            str(cluster), "--global-batch", "4", "--top-k", "2", "--steps", "1", "--warmup", "1",
-                           "--json", "--optimizer", "sgd", "--plot", str(tmp_path / "validate.png")],
+                           "--json", "--optimizer", "sgd", "--plot", str(tmp_path / "validate.png"),
+                           "--out", str(tmp_path / "fastest.json")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "warning:" not in proc.stderr        # the model was measured in groups of the cluster's processes
     assert (tmp_path / "validate.png").read_bytes()[:4] == b"\x89PNG"
     out = json.loads(proc.stdout)
     assert out["chosen"] == 0 and len(out["runs"]) == 2
+    # --out: the plan of the layout that ran fastest, which `autoplan run` takes
+    from autoplan.plan.plan import Plan
+    best = out["runs"][out["fastest_measured"]]
+    assert best["measured"]["step_time_s"] == min(r["measured"]["step_time_s"] for r in out["runs"] if r["measured"]
+                                                  and (r["measured"].get("in_turn_s") or not best["measured"].get("in_turn_s")))
+    assert Plan.load(tmp_path / "fastest.json").layout.to_dict() == best["layout"]
+    assert f"wrote {tmp_path / 'fastest.json'}: " in proc.stderr
     for run in out["runs"]:
         assert {"dp", "tp", "pp", "stages"} <= set(run["layout"])
         assert run["predicted"]["step_time_s"] > 0 and run["predicted"]["peak_memory_bytes"] > 0
@@ -248,3 +256,64 @@ def test_the_choice_is_judged_on_the_in_turn_job_alone():
     assert f.chosen_vs_fastest == pytest.approx(0.0) and f.in_turn_layouts == 2
     assert fidelity(runs).chosen_vs_fastest == pytest.approx(0.0)      # measured once: against every layout
     assert fidelity([runs[1], runs[0]]).chosen_vs_fastest == pytest.approx(0.105 / 0.100 - 1)
+
+
+def _timed(run: Run, in_turn: list[float]) -> Run:
+    from dataclasses import replace
+    import statistics
+    return replace(run, measured=replace(run.measured, step_time_s=statistics.median(in_turn), in_turn_s=in_turn))
+
+
+def test_validate_out_writes_the_layout_that_ran_fastest_in_turn(tmp_path):
+    """`validate --out` writes the plan of the fastest layout of the in-turn job (not of a single launch left out of
+    it), says how far the model's choice was from it, and writes nothing where no layout ran."""
+    from autoplan.errors import InputError
+    from autoplan.plan.api import estimate_problem, make_problem
+    from autoplan.plan.plan import Plan
+    from autoplan.validate import measured_pick, write_measured_pick
+    with pytest.warns(Warning):     # a profile measured alone: beside the point here
+        pb = make_problem(str(PROFILES / "gpt-small.cpu.json"), str(PROFILES / "cpu-2proc.json"), 16)
+    meas = lambda s: Measured(step_time_s=s, peak_memory_bytes=1, step_times_s=[s], peak_memory_per_rank_bytes=[1])  # noqa: E731
+    runs = [Run(*estimate_problem(pb, lay), meas(s)) for lay, s in (
+        (Layout(dp=2, mbs=2, num_microbatches=4), 0.30), (Layout(pp=2, mbs=1, num_microbatches=16), 0.31),
+        (Layout(dp=2, mbs=4, num_microbatches=2), 0.20))]
+    assert measured_pick(runs) == 2                                      # measured once each: the fastest launch
+    runs[0], runs[1] = _timed(runs[0], [0.33, 0.34, 0.32]), _timed(runs[1], [0.30, 0.31, 0.29])
+    assert measured_pick(runs) == 1                                      # in turn: the third was left out
+    line = write_measured_pick(pb, runs, tmp_path / "best.json")
+    plan = Plan.load(tmp_path / "best.json")
+    assert plan.layout == runs[1].layout and plan.solver.status.startswith("measured")
+    assert line.startswith(f"wrote {tmp_path / 'best.json'}: {runs[1].layout.short()}, the fastest measured "
+                           f"(0.300 s, in turn; predicted ")
+    assert line.endswith(f"the model's choice {runs[0].layout.short()} ran 0.330 s, +10.0%")
+    runs[0] = _timed(runs[0], [0.28, 0.29, 0.27])
+    assert "the model's choice, also the fastest measured (0.280 s, in turn)" in \
+        write_measured_pick(pb, runs, tmp_path / "best.json")
+    failed = [Run(r.layout, r.predicted, None, error="boom") for r in runs]
+    assert measured_pick(failed) is None
+    with pytest.raises(InputError, match="no layout could be measured: .*nothing.json not written"):
+        write_measured_pick(pb, failed, tmp_path / "nothing.json")
+    assert not (tmp_path / "nothing.json").exists()
+
+
+def test_a_second_job_times_the_first_ones_layouts_and_judges_another_pick():
+    """The fidelity harness judges `validate --out`'s pick on a second in-turn job over the first one's layouts."""
+    from autoplan.validate import confirm_contenders, in_turn_indices
+    runs = [_run(1.0, t, {}, tp=tp) for t, tp in ((0.100, 1), (0.105, 2), (0.200, 4), (0.101, 8))]
+    first = confirm_contenders(runs, 1, lambda rs, k: [[0.12, 0.12], [0.11, 0.11], [0.10, 0.10]])
+    assert in_turn_indices(first) == [0, 1, 3]
+    asked = []
+    second = confirm_contenders(first, 1, lambda rs, k: asked.append([r.layout.tp for r in rs]) or
+                                [[0.12, 0.12], [0.10, 0.10], [0.11, 0.11]], indices=in_turn_indices(first))
+    assert asked == [[1, 2, 8]]
+    assert fidelity(second, chosen=3).chosen_vs_fastest == pytest.approx(0.10)      # the first job's fastest
+    assert fidelity(second).chosen_vs_fastest == pytest.approx(0.20)                # the model's choice
+
+
+def test_validate_out_naming_a_directory_is_refused_before_anything_runs(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "validate", "--model", str(PROFILES / "gpt-small.cpu.json"),
+                           "--cluster", str(PROFILES / "cpu-2proc.json"), "--global-batch", "8", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"error: --out {tmp_path} is a directory; give the plan file to write, "
+                                                f"e.g. {tmp_path / 'plan.json'}"]

@@ -93,7 +93,12 @@ def validate(
                                                      "the choice on their medians (0: each layout once; a busy or "
                                                      "shared machine needs 3)"),     # validate.CONFIRM_WITHIN
     calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
-    as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0} as JSON"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write here the plan of the layout that ran fastest (of "
+                                                         "those timed in turn where --confirm ran; else of the single "
+                                                         "runs): the model's choice, or the one the measurement "
+                                                         "preferred among the layouts it could not tell apart"),
+    as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0, fastest_measured: i} as JSON "
+                                                            "(i: the index of the run --out writes; null if none ran)"),
     optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
@@ -102,8 +107,12 @@ def validate(
 ) -> None:
     """Run the chosen plan and alternatives for a few steps; report predicted against measured."""
     from autoplan.plan.api import make_problem
-    from autoplan.validate import MIN_CALIBRATION_RUNS, calibrate_cluster_file, choice_verdict, fidelity, print_table
+    from autoplan.validate import (MIN_CALIBRATION_RUNS, calibrate_cluster_file, choice_verdict, fidelity,
+                                   measured_pick, print_table, write_measured_pick)
+    from autoplan.errors import InputError
     from autoplan.validate import validate as do_validate
+    if out is not None and out.is_dir():
+        raise InputError(f"--out {out} is a directory; give the plan file to write, e.g. {out / 'plan.json'}")
     if plot is not None:
         from autoplan.draw import check_out_path
         check_out_path(plot)
@@ -118,7 +127,8 @@ def validate(
                         budget_bytes=pb.cluster.device.memory_bytes)
         typer.echo(f"wrote {plot}", err=True)
     if as_json:
-        typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0}, indent=2))
+        typer.echo(json.dumps({"runs": [r.to_dict() for r in runs], "chosen": 0, "fastest_measured": measured_pick(runs)},
+                              indent=2))
     else:
         print_table(runs)
         if sum(r.measured is not None for r in runs) >= 2:
@@ -126,6 +136,8 @@ def validate(
             typer.echo(f"step-time error {f.time_mape * 100:.1f}% (mean abs), rank correlation {f.rank_correlation:.2f}, "
                        f"{choice_verdict(f)}, worst memory under-prediction "
                        f"{f.worst_memory_underprediction * 100:.1f}%")
+    if out is not None:
+        typer.echo(write_measured_pick(pb, runs, out), err=as_json)
     if calibrate:
         cal = calibrate_cluster_file(runs, cluster, pb.cluster.calibration)
         typer.echo(f"calibrated {cluster}: {cal.summary()}", err=as_json)
