@@ -143,8 +143,9 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
         say(f"      {lay.short():<48} {pred.step_time_s:>9.3f}s {measured:>9.3f}s  {losses}   ({name})")
     if len(results) == 2 and results[0][1] > results[1][1] * 1.05:
         say(f"      the measurement disagrees with the prediction: the alternative ran "
-            f"{results[0][1] / results[1][1]:.2f}x faster. Check more layouts and fit the cost model to this "
-            f"machine with: autoplan validate --model {workdir / 'model.json'} --cluster {workdir / 'cluster.json'} "
-            f"--global-batch {global_batch} --optimizer sgd --top-k 4 --calibrate")
+            f"{results[0][1] / results[1][1]:.2f}x faster. Check more layouts, keep the plan of the fastest and fit "
+            f"the cost model to this machine with: autoplan validate --model {workdir / 'model.json'} --cluster "
+            f"{workdir / 'cluster.json'} --global-batch {global_batch} --optimizer sgd --top-k 4 --calibrate "
+            f"--out {workdir / 'fastest.json'}")
     say(f"done in {time.perf_counter() - t0:.0f} s; plan at {workdir / 'plan.json'}")
     return 0
