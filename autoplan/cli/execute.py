@@ -97,8 +97,9 @@ def validate(
                                                          "those timed in turn where --confirm ran; else of the single "
                                                          "runs): the model's choice, or the one the measurement "
                                                          "preferred among the layouts it could not tell apart"),
-    as_json: bool = typer.Option(False, "--json", help="print {runs: [...], chosen: 0, fastest_measured: i} as JSON "
-                                                            "(i: the index of the run --out writes; null if none ran)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON: runs (a list), chosen (0, the model's "
+                                                            "choice) and fastest_measured (the index of the run --out "
+                                                            "writes; null if none ran)"),
     optimizer: Optimizer = typer.Option("adamw", help=OPTIMIZER_HELP),
     memory_per_device: Optional[str] = typer.Option(None, help="override the device memory budget"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; a model profile file's own by default"),
