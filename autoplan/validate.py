@@ -291,6 +291,15 @@ def in_turn_indices(runs: list[Run]) -> list[int]:
     return [i for i, r in enumerate(runs) if r.measured is not None and r.measured.in_turn_s]
 
 
+def comparison_pool(runs: list[Run], judged: int = 0) -> list[int]:
+    """Indices of the runs the layout ``judged`` is set against: those timed in turn in one job where it was
+    (:func:`confirm_contenders`; a layout left out of that job was measured more than :data:`CONFIRM_WITHIN`
+    slower than the chosen one), else every run measured."""
+    m = runs[judged].measured if runs else None
+    return in_turn_indices(runs) if m is not None and m.in_turn_s else \
+        [i for i, r in enumerate(runs) if r.measured is not None]
+
+
 def measured_pick(runs: list[Run]) -> int | None:
     """Index of the layout that ran fastest: among those timed in turn in one job where the chosen layout was
     (:func:`confirm_contenders`), else among all measured once; ``None`` where none was measured.  This is
@@ -300,8 +309,7 @@ def measured_pick(runs: list[Run]) -> int | None:
     better than the model can, as tuners that run their candidates do.  The fastest of several noisy
     medians is biased low, so how far the pick is from the best is judged on a second, independent job
     (``benchmarks/fidelity.py``)."""
-    pool = in_turn_indices(runs) if runs and runs[0].measured is not None and runs[0].measured.in_turn_s else \
-        [i for i, r in enumerate(runs) if r.measured is not None]
+    pool = comparison_pool(runs)
     return min(pool, key=lambda i: runs[i].measured.step_time_s) if pool else None
 
 
@@ -417,7 +425,7 @@ def fidelity(runs: list[Run], chosen: int = 0) -> Fidelity:
     mape = statistics.fmean(abs(p - m) / m for p, m in zip(pt, mt))
     pick = runs[chosen].measured
     in_turn = [r.measured.step_time_s for r in ok if r.measured.in_turn_s]
-    fastest = min(in_turn) if pick and pick.in_turn_s else min(mt)
+    fastest = min(runs[i].measured.step_time_s for i in comparison_pool(runs, chosen))
     chosen_s = pick.step_time_s if pick else math.inf
     under = max(max(0.0, (r.measured.peak_memory_bytes - r.predicted.peak_memory_bytes) / r.measured.peak_memory_bytes)
                 for r in ok)

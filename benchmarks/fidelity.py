@@ -73,8 +73,8 @@ from autoplan.profile.layers import profile_model
 from autoplan.profile.links import profile_cluster
 from autoplan.jsonio import read_json, write_json_atomic
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import (CONFIRM_WITHIN, MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Measured, Run,
-                               confirm_in_turn, fidelity, fit_calibration, in_turn_indices, measure_layout,
+from autoplan.validate import (CONFIRM_WITHIN, MIN_CALIBRATION_RUNS, TIMED_STEPS, WARMUP_STEPS, Fidelity, Measured,
+                               Run, confirm_in_turn, fidelity, fit_calibration, in_turn_indices, measure_layout,
                                measured_pick, print_table)
 
 SETS = {
@@ -207,17 +207,42 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     return runs, confirmed, judged
 
 
-def judge_pick(confirmed: list[Run], judged: list[Run] | None) -> tuple[int, float | None, float | None]:
+@dataclass(frozen=True)
+class PickJudged:
+    """``validate --out``'s pick and how it and the model's choice fared on the second in-turn job."""
+
+    pick: int
+    """index of the pick (0: the model's choice)"""
+    excess: float | None
+    """the pick's step time over the fastest of the second job, minus 1 (``None``: no second job)"""
+    model_excess: float | None
+    """the same for the model's choice"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload's figures in the report."""
+
+    workload: Workload
+    fid: Fidelity
+    """judged on the in-turn job (the model's choice against its fastest)"""
+    first: Fidelity
+    """from the first launches alone"""
+    judged: PickJudged
+    runs: list[Run]
+    wall_s: float
+
+
+def judge_pick(confirmed: list[Run], judged: list[Run] | None) -> PickJudged:
     """``validate --out``'s pick (:func:`~autoplan.validate.measured_pick`: the fastest of the first in-turn
     job) and how far it and the model's choice are from the fastest of the second job, which the pick was
     not chosen on (the fastest of several noisy medians is biased low, so the first job cannot judge the
-    layout it picked). (pick, pick's excess, model choice's excess); the excesses ``None`` without a
-    second job."""
+    layout it picked)."""
     pick = measured_pick(confirmed)
     pick = 0 if pick is None else pick
     if judged is None:
-        return pick, None, None
-    return pick, fidelity(judged, chosen=pick).chosen_vs_fastest, fidelity(judged).chosen_vs_fastest
+        return PickJudged(pick, None, None)
+    return PickJudged(pick, fidelity(judged, chosen=pick).chosen_vs_fastest, fidelity(judged).chosen_vs_fastest)
 
 
 def run_random(args) -> None:
@@ -257,26 +282,28 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
         if judged is not None:
             report(f"{w.shape['name']}, the same layouts timed in turn again in a second job (judges the pick)", judged)
         f = fidelity(runs)
-        rows.append((w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0))
+        rows.append(Row(w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0))
         all_runs += [r for r in runs if r.measured is not None]
     print(f"\n== {title}")
-    for w, f, f1, judge, runs, wall in rows:
-        print(f"  {w.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
+    for row in rows:
+        f = row.fid
+        print(f"  {row.workload.describe()}: {f.runs} layouts, error {f.time_mape * 100:.1f}%, "
               f"rank {f.rank_correlation:.2f}, chosen {f.chosen_vs_fastest * 100:+.1f}% from the fastest "
-              f"({_once(f, f1, args.confirm)}), "
-              f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({wall:.0f} s); {_pick(judge, runs)}")
+              f"({_once(f, row.first, args.confirm)}), "
+              f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({row.wall_s:.0f} s); "
+              f"{_pick(row.judged, row.runs)}")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
           f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
-          f"rank correlation {statistics.fmean(r[1].rank_correlation for r in rows):.2f} (mean of the workloads'), "
-          f"chosen within {max(r[1].chosen_vs_fastest for r in rows) * 100:.1f}% of the fastest measured on every "
+          f"rank correlation {statistics.fmean(r.fid.rank_correlation for r in rows):.2f} (mean of the workloads'), "
+          f"chosen within {max(r.fid.chosen_vs_fastest for r in rows) * 100:.1f}% of the fastest measured on every "
           f"workload, memory under-predicted by at most {pooled.worst_memory_underprediction * 100:.1f}%")
-    judged = [r[3] for r in rows if r[3][1] is not None]
+    judged = [r.judged for r in rows if r.judged.excess is not None]
     if judged:
         print(f"{title}: validate --out's pick (the fastest of the first in-turn job) within "
-              f"{max(j[1] for j in judged) * 100:.1f}% of the fastest of the second job on every workload that had "
+              f"{max(j.excess for j in judged) * 100:.1f}% of the fastest of the second job on every workload that had "
               f"one ({len(judged)} of {len(rows)}; on the same jobs the model's choice within "
-              f"{max(j[2] for j in judged) * 100:.1f}%)")
+              f"{max(j.model_excess for j in judged) * 100:.1f}%)")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
 
 
@@ -289,14 +316,13 @@ def _once(f, f1, confirm: int) -> str:
             f"one layout's steps spread {f.in_turn_spread * 100:.0f}% between quartiles")
 
 
-def _pick(judge: tuple[int, float | None, float | None], runs: list[Run]) -> str:
+def _pick(judge: PickJudged, runs: list[Run]) -> str:
     """What ``validate --out`` would write and how its pick fared in the second in-turn job."""
-    pick, excess, model_excess = judge
-    which = "the model's choice" if pick == 0 else runs[pick].layout.short()
-    if excess is None:
+    which = "the model's choice" if judge.pick == 0 else runs[judge.pick].layout.short()
+    if judge.excess is None:
         return f"validate --out writes {which} (no second job)"
-    return (f"validate --out writes {which}: {excess * 100:+.1f}% from the fastest of a second job "
-            f"(the model's choice {model_excess * 100:+.1f}%)")
+    return (f"validate --out writes {which}: {judge.excess * 100:+.1f}% from the fastest of a second job "
+            f"(the model's choice {judge.model_excess * 100:+.1f}%)")
 
 
 def _load() -> str:
