@@ -65,12 +65,22 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def refuse_directory(path: str | os.PathLike, *, option: str = "", what: str = "the file",
+                     example: str = "out.json") -> None:
+    """InputError in one line where ``path``, given as a file to write, names a directory: a command that
+    measures for minutes checks it first; :func:`write_text_atomic` checks it for every writer."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option + ' ' if option else ''}{p} is a directory; give {what} to write, e.g. {p / example}")
+
+
 def write_text_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     """Write ``text`` (str as UTF-8, or bytes) to ``path``: a temporary file ``.NAME.XXXX`` beside
     it, flushed and synced, then renamed over ``path``. On any exception or interrupt (including one
     received earlier and swallowed by a library) the temporary file is removed and ``path`` keeps its
     old content (or stays absent)."""
     p = Path(path)
+    refuse_directory(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode() if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))

@@ -197,3 +197,22 @@ def test_a_measured_profile_planned_in_fp8_is_not_told_to_measure_fp8(files):
     assert_one_line_error(run_cli("solve", "--model", str(model), "--cluster", str(tmp / "h200.json"),
                                   "--global-batch", "8", "--precision", "fp8"), "not measured in fp8 yet",
                           "catalogue cluster")
+
+
+def test_an_output_path_that_is_a_directory(files):
+    """Where a file to write names a directory: one line, exit 2, the directory untouched. The commands that
+    measure for minutes check it before they start; every other writer in the atomic write itself."""
+    tmp, model, cluster, _ = files
+    where = tmp / "plans"
+    where.mkdir()
+    proc = run_cli("solve", "--model", str(model), "--cluster", str(cluster), "--global-batch", "8", "--out", str(where))
+    assert_one_line_error(proc, f"--out {where} is a directory; give the plan file to write, e.g. {where / 'plan.json'}")
+    for argv in (["profile", "model", "--model", "gpt-tiny", "--out", str(where)],
+                 ["profile", "cluster", "--nproc", "2", "--out", str(where)],
+                 ["profile", "--model", "gpt-tiny", "--nproc", "2", "--model-out", str(where)]):
+        assert_one_line_error(run_cli(*argv), f"{where} is a directory")
+    from autoplan.errors import InputError
+    from autoplan.jsonio import write_json_atomic
+    with pytest.raises(InputError, match=f"^{where} is a directory; give the file to write"):
+        write_json_atomic(where, {"a": 1})
+    assert list(where.iterdir()) == [] and not [p for p in tmp.iterdir() if p.name.startswith(".")]   # no temp file

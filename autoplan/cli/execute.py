@@ -110,10 +110,10 @@ def validate(
     from autoplan.plan.api import make_problem
     from autoplan.validate import (MIN_CALIBRATION_RUNS, calibrate_cluster_file, choice_verdict, fidelity,
                                    measured_pick, print_table, write_measured_pick)
-    from autoplan.errors import InputError
+    from autoplan.jsonio import refuse_directory
     from autoplan.validate import validate as do_validate
-    if out is not None and out.is_dir():
-        raise InputError(f"--out {out} is a directory; give the plan file to write, e.g. {out / 'plan.json'}")
+    if out is not None:
+        refuse_directory(out, option="--out", what="the plan file", example="plan.json")   # before minutes of runs
     if plot is not None:
         from autoplan.draw import check_out_path
         check_out_path(plot)

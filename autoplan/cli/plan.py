@@ -67,6 +67,9 @@ def solve(
     from autoplan.plan.layout_input import parse_layout_constraints
     from autoplan.plan.presets import with_preset
     from autoplan.plan.search import SearchOptions
+    from autoplan.jsonio import refuse_directory
+    if out:
+        refuse_directory(out, option="--out", what="the plan file", example="plan.json")
     fixed_text = parse_layout_constraints(layout)
     pb = make_problem(model, cluster, global_batch, precision=precision, optimizer=optimizer, seq_len=seq_len,
                       memory_per_device_bytes=parse_bytes(memory_per_device), framework=framework,

@@ -42,6 +42,9 @@ def profile_both(
     if model is None or nproc is None:
         raise InputError("autoplan profile needs --model M and --nproc N (it measures both; or use "
                          "profile model / profile cluster)")
+    from autoplan.jsonio import refuse_directory
+    refuse_directory(model_out, option="--model-out", what="the model profile file", example="model.json")
+    refuse_directory(cluster_out, option="--cluster-out", what="the cluster profile file", example="cluster.json")
     both = ["--repeats", str(repeats)] if repeats is not None else []
     runs = [("model", ["--model", model, "--out", str(model_out), "--mbs", mbs, "--nproc", str(nproc), *both]),
             ("cluster", ["--nproc", str(nproc), "--out", str(cluster_out), *both]
@@ -76,7 +79,9 @@ def profile_model_cmd(
 
     Mixed precision (bf16, fp16) is measured as the executor trains it: fp32 parameters, forward under
     torch.autocast."""
+    from autoplan.jsonio import refuse_directory
     from autoplan.profile.layers import default_precision, profile_model
+    refuse_directory(out, option="--out", what="the model profile file", example="model.json")   # before minutes
     precision = precision or default_precision(device)
     worlds = int_list(nproc, "--nproc") if nproc is not None else ()
     mbs_list = int_list(mbs, "--mbs")
@@ -127,7 +132,9 @@ def profile_cluster_cmd(
     Across nodes, run it under torchrun on every node (rank 0 writes OUT):
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT
     -m autoplan.cli profile cluster --out cluster.json"""
+    from autoplan.jsonio import refuse_directory
     from autoplan.profile.links import measure_cluster
+    refuse_directory(out, option="--out", what="the cluster profile file", example="cluster.json")
     with progress("profiling links", enabled=nproc is not None and nproc > 1) as update:
         cl = measure_cluster(nproc, out_path=out, device=device, memory_per_device_bytes=parse_bytes(memory_per_device),
                              max_size_bytes=parse_bytes(max_size), repeats=repeats,
