@@ -424,7 +424,6 @@ def fidelity(runs: list[Run], chosen: int = 0) -> Fidelity:
     mt = [r.measured.step_time_s for r in ok]
     mape = statistics.fmean(abs(p - m) / m for p, m in zip(pt, mt))
     pick = runs[chosen].measured
-    in_turn = [r.measured.step_time_s for r in ok if r.measured.in_turn_s]
     fastest = min(runs[i].measured.step_time_s for i in comparison_pool(runs, chosen))
     chosen_s = pick.step_time_s if pick else math.inf
     under = max(max(0.0, (r.measured.peak_memory_bytes - r.predicted.peak_memory_bytes) / r.measured.peak_memory_bytes)
@@ -432,7 +431,7 @@ def fidelity(runs: list[Run], chosen: int = 0) -> Fidelity:
     return Fidelity(runs=len(ok), time_mape=mape, rank_correlation=spearman(pt, mt) if len(ok) > 1 else 1.0,
                     chosen_vs_fastest=chosen_s / fastest - 1.0, worst_memory_underprediction=under,
                     in_turn_spread=max(r.measured.in_turn_spread for r in ok),
-                    in_turn_steps=max(len(r.measured.in_turn_s) for r in ok), in_turn_layouts=len(in_turn))
+                    in_turn_steps=max(len(r.measured.in_turn_s) for r in ok), in_turn_layouts=len(in_turn_indices(runs)))
 
 
 def choice_verdict(f: Fidelity) -> str:
