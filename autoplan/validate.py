@@ -9,6 +9,7 @@ into the cluster profile (see :func:`fit_calibration`), so the next ``solve`` pr
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -159,38 +160,39 @@ def _launch_measure(plan_paths: list[Path], what: str, *, steps: int, warmup: in
     rendezvous, or while other programs loaded the machine): (what rank 0 wrote, the foreign cores seen).
     ``what`` names the measurement in the error raised when it fails."""
     from autoplan.execute import measure
-    from autoplan.execute.launch import torchrun_command
+    from autoplan.execute.launch import torchrun_command, worker_failure, worker_stderr
     out_path = workdir / "measured.json"
     if out_path.exists():
         out_path.unlink()
-    cmd = torchrun_command(plan_paths[0], measure.__file__,
-                           ["--plan", *map(str, plan_paths), "--steps", str(steps), "--warmup", str(warmup),
-                            "--out", str(out_path)])
+    args = ["--plan", *map(str, plan_paths), "--steps", str(steps), "--warmup", str(warmup), "--out", str(out_path)]
     transient_retries = 1       # a local rendezvous can lose a race for its port
     busy_retries = 2            # the machine was busy with other programs: measure again
     attempt = 0
     while True:
+        logs = workdir / f"measure-attempt{attempt}-workers"      # each worker's stderr, for its own error
+        shutil.rmtree(logs, ignore_errors=True)
+        cmd = torchrun_command(plan_paths[0], measure.__file__, args, log_dir=logs)
         load = ForeignLoad().start()
         cpu0 = children_cpu_s()
         proc = run_command(cmd, timeout_s=timeout_s)      # stopped with its workers on a timeout or Ctrl-C
         foreign = load.stop(children_cpu_s() - cpu0)
-        (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr)
+        workers = "".join(f"--- local rank {r} stderr ---\n{text}" for r, text in sorted(worker_stderr(logs).items()))
+        (workdir / f"measure-attempt{attempt}.log").write_text(proc.stdout + proc.stderr + workers)
         attempt += 1
         if proc.returncode == 0 and out_path.exists():
             if foreign <= FOREIGN_CORES_LIMIT or busy_retries == 0:
                 break
             busy_retries -= 1
             continue
-        if any(l.strip().startswith("error:") for l in proc.stderr.splitlines()) or transient_retries == 0:
+        refused = [l.strip() for l in (proc.stderr + workers).splitlines() if l.strip().startswith("error:")]
+        if refused or transient_retries == 0:
             break                # a refusal (bad plan), not a transient failure
         transient_retries -= 1
     if proc.returncode != 0 or not out_path.exists():
-        text = (proc.stderr + proc.stdout).splitlines()
-        lines = [l for l in text if l.strip().startswith("error:")]
-        if not lines:   # a crash: the last exception line of any rank
-            lines = [f"measuring {what} failed (exit {proc.returncode}): " + l.split("]:", 1)[-1].strip()
-                     for l in text if "Error" in l and ":" in l][-1:]
-        raise AutoplanError(lines[0] if lines else f"measuring {what} failed (exit {proc.returncode})")
+        if refused:
+            raise AutoplanError(refused[0])
+        raise AutoplanError(f"measuring {what} failed: {worker_failure(logs, proc.stderr, proc.returncode)} "
+                            f"(all output: {workdir / f'measure-attempt{attempt - 1}.log'})")
     return read_json(out_path, "measurement"), foreign
 
 

@@ -13,7 +13,7 @@ from torch.distributed.pipelining.schedules import Schedule1F1B, ScheduleInterle
 from autoplan.cli import main
 from autoplan.errors import LayoutError
 from autoplan.plan.api import complete_layout, estimate_problem, make_problem, solve_problem
-from autoplan.plan.plan import Layout
+from autoplan.plan.plan import Layout, Plan
 from autoplan.plan.schedules import schedule_rule_violation
 from autoplan.plan.search import SearchOptions
 
@@ -102,3 +102,24 @@ def test_layout_with_vp_needs_pp_and_interleaving():
     with pytest.raises(LayoutError, match="vp=2 needs schedule=interleaved"):
         Layout(pp=2, vp=2, schedule="1f1b")
     assert "needs pp > 1" in schedule_rule_violation("interleaved", pp=1, vp=2, num_microbatches=4)
+
+
+def test_sequence_parallel_needs_the_sequence_to_split_over_tp():
+    """sp=1 cuts each sequence into tp equal shards: the search offers it only where they are equal, and a
+    layout or plan asking for uneven ones is refused in one line (gloo failed on 160 tokens over tp=3)."""
+    from autoplan.plan.plan import sequence_split_violation
+    from autoplan.plan.search import outer_layouts
+    assert sequence_split_violation(160, tp=4, sp=1) is None and sequence_split_violation(160, tp=3, sp=0) is None
+    assert "160 tokens into 3 equal shards" in sequence_split_violation(160, tp=3, sp=1)
+    assert "40 tokens per context-parallel rank" in sequence_split_violation(160, cp=4, tp=3, sp=1)
+    pb = make_problem("gpt-small", "dgx-h100-80gb:1", 16, seq_len=100)     # 100 tokens: tp 2 and 4 split, 8 not
+    offered = {(lay.tp, lay.sp) for lay in outer_layouts(pb.profile, pb.cluster, pb.train, SearchOptions())}
+    assert {(2, 1), (4, 1), (8, 0)} <= offered and (8, 1) not in offered
+    for fixed in ({"tp": 8, "sp": 1, "mbs": 1}, {"tp": 8, "sp": 1, "mbs": 1, "stage_blocks": [12]}):
+        with pytest.raises(LayoutError, match="sequence parallel .* tp=8 cannot split the sequence of 100 tokens"):
+            solve_problem(pb, SearchOptions(fixed=fixed))
+    plan = solve_problem(pb, SearchOptions(fixed={"tp": 4, "sp": 1, "mbs": 1}, top_k=1), families=False)
+    d = plan.to_dict()
+    d["layout"]["tp"], d["layout"]["dp"] = 8, plan.layout.dp // 2
+    with pytest.raises(LayoutError, match="tp=8 cannot split"):
+        Plan.from_dict(d)

@@ -55,12 +55,7 @@ time.sleep(60)      # rank 0 waits; torchrun stops it when rank 1 fails
 """
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_failed_training_stage_prints_the_workers_exception(tmp_path, monkeypatch, capsys):
-    import autoplan.demo as demo
-    from autoplan.cli import main
-
+def _dp2_plan(tmp_path):
     lay = Layout(dp=2, num_microbatches=1, stages=even_stages(BUILTIN_SHAPES["gpt-tiny"].layers, 1))
     plan = tmp_path / "plan.json"
     Plan(layout=lay, predicted=Prediction(step_time_s=0.0, peak_memory_bytes=0, breakdown_s={}),
@@ -68,6 +63,16 @@ def test_failed_training_stage_prints_the_workers_exception(tmp_path, monkeypatc
          training=TrainingSpec(model_spec="gpt-tiny", shape=None, global_batch=lay.global_batch,
                                seq_len=BUILTIN_SHAPES["gpt-tiny"].seq_len, optimizer="sgd",
                                world_size=lay.world_size)).save(plan)
+    return plan
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_failed_training_stage_prints_the_workers_exception(tmp_path, monkeypatch, capsys):
+    import autoplan.demo as demo
+    from autoplan.cli import main
+
+    plan = _dp2_plan(tmp_path)
     script = tmp_path / "raises.py"
     script.write_text(RAISES_ON_RANK_1)
     monkeypatch.setattr(demo, "train_script", lambda: script)
@@ -119,3 +124,36 @@ def test_a_signal_while_torch_imports_ends_the_worker_quietly(script):
         proc.kill()
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert err == "" and out == "", err[-2000:]
+
+
+REFUSES_ON_RANK_1 = """\
+import os, sys, time
+if os.environ["RANK"] == "1":
+    print("error: this plan asks for something this machine lacks", file=sys.stderr, flush=True)
+    sys.exit(2)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("script, said", [
+    (RAISES_ON_RANK_1, "measuring dp2 failed: rank 1 (exit 1): ValueError: the batch has 3 rows, expected 4 "
+                       "(all output: {}/measure-attempt1.log)"),
+    (REFUSES_ON_RANK_1, "error: this plan asks for something this machine lacks")], ids=["crash", "refusal"])
+def test_a_failed_measurement_says_the_workers_own_error(tmp_path, monkeypatch, script, said):
+    """validate's measuring job (one torchrun launch per layout or per in-turn set) that fails names the
+    failing rank and its exception, not torchrun's ``ChildFailedError`` line; a worker's refusal is said
+    as the worker said it, and not launched again."""
+    import autoplan.execute.measure as measure
+    from autoplan.errors import AutoplanError
+    from autoplan.validate import _launch_measure
+    plan = _dp2_plan(tmp_path)
+    fake = tmp_path / "worker.py"
+    fake.write_text(script)
+    monkeypatch.setattr(measure, "__file__", str(fake))
+    with pytest.raises(AutoplanError) as failed:
+        _launch_measure([plan], "dp2", steps=1, warmup=0, workdir=tmp_path, timeout_s=120)
+    assert str(failed.value) == said.format(tmp_path)
+    assert (tmp_path / "measure-attempt0.log").is_file()
+    assert (tmp_path / "measure-attempt1.log").is_file() == ("ValueError" in said)     # a crash is tried again

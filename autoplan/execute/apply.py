@@ -72,7 +72,7 @@ from autoplan.execute.scaler import LossScaler
 from autoplan.execute.tp import apply_tp
 from autoplan.models.attention import SequenceShard
 from autoplan.models.transformer import REFERENCE_TP_PLAN
-from autoplan.plan.plan import Layout, Plan
+from autoplan.plan.plan import Layout, Plan, sequence_split_violation
 from autoplan.plan.schedules import check_schedule
 
 if TYPE_CHECKING:        # torch.distributed.pipelining is imported only for a pipelined plan (execute/pp.py)
@@ -370,8 +370,11 @@ def parallelize(model: nn.Module, plan_or_layout: Plan | Layout, *, device: torc
     check_launch(layout, world_size=dist.get_world_size(), unit_names=model.unit_names(),
                  heads=getattr(shape, "heads", None), kv_heads=getattr(shape, "kv_heads", None),
                  ffn_hidden=getattr(shape, "ffn_hidden", None), precision=precision)
-    check_context_parallel(model, layout.cp, plan_or_layout.training.seq_len if isinstance(plan_or_layout, Plan)
-                           else None)
+    seq_len = plan_or_layout.training.seq_len if isinstance(plan_or_layout, Plan) else None
+    check_context_parallel(model, layout.cp, seq_len)
+    why = seq_len and sequence_split_violation(seq_len, cp=layout.cp, tp=layout.tp, sp=layout.sp)
+    if why:
+        raise LayoutError(why)
     low = COMPUTE_DTYPES[precision]
     device = device if device is not None else default_device()
     if is_fp8(precision):

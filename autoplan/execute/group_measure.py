@@ -54,6 +54,7 @@ from typing import Callable
 
 from autoplan.errors import InputError
 from autoplan.execute.pipeline_profile import PIPELINES, balanced_chunks, pipeline_cases, pipeline_step
+from autoplan.plan.plan import sequence_split_violation
 from autoplan.profile.formats import GroupTiming, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
 
@@ -354,7 +355,7 @@ def _points(job: _Job) -> list[tuple[object, int, int, int, int, int]]:
                 continue
             for t in sorted(set(cfg.tp_list or range(2, w + 1))):
                 if t > 1 and w % t == 0 and tp_divisors_ok(job.model, kind, t):
-                    seq_ok = job.seq_len % t == 0
+                    seq_ok = not sequence_split_violation(job.seq_len, tp=t, sp=1)
                     out += [(kind, mbs, t, sp, 1, 1) for sp in ((0, 1) if seq_ok else (0,))]
             for d in sorted(set(cfg.dp_list or range(2, w + 1))):
                 if d > 1 and w % d == 0:
@@ -373,7 +374,8 @@ def _cp_tp_cases(job: _Job, kind, cps: list[int]) -> list[tuple[int, int, int]]:
     for c in cps:
         t = w // c
         if t > 1 and t in set(job.cfg.tp_list or range(2, w + 1)) and tp_divisors_ok(job.model, kind, t):
-            out += [(c, t, sp) for sp in ((0, 1) if (job.seq_len // c) % t == 0 else (0,))]
+            seq_ok = not sequence_split_violation(job.seq_len, cp=c, tp=t, sp=1)
+            out += [(c, t, sp) for sp in ((0, 1) if seq_ok else (0,))]
     return out
 
 

@@ -216,9 +216,7 @@ def worker_failure(log_dir: str | os.PathLike, agent_stderr: str, returncode: in
     m = found[-1]
     rank, local_rank, code, signal_name = int(m[1]), int(m[2]), int(m[3]), m[5]
     who = f"rank {rank} ({'killed by ' + signal_name if signal_name else f'exit {code}'})"
-    attempts = sorted(Path(log_dir).glob("*/attempt_*"), key=lambda p: int(p.name.split("_")[-1]))
-    logs = sorted(attempts[-1].glob("*/stderr.log"), key=lambda p: int(p.parent.name)) if attempts else []
-    texts = {int(p.parent.name): p.read_text(errors="replace") for p in logs}
+    texts = worker_stderr(log_dir)
     mine = texts.get(local_rank, "")
     exception = final_exception(mine)
     if exception:
@@ -228,6 +226,14 @@ def worker_failure(log_dir: str | os.PathLike, agent_stderr: str, returncode: in
     if refusals:
         return f"{who}: {refusals[0]}"
     return f"{who}: {_last_line(mine) or '(no output)'}"
+
+
+def worker_stderr(log_dir: str | os.PathLike) -> dict[int, str]:
+    """Each local rank's stderr in the last attempt of a torchrun job started with ``log_dir``
+    (:func:`torchrun_command`), by local rank; {} when it wrote none."""
+    attempts = sorted(Path(log_dir).glob("*/attempt_*"), key=lambda p: int(p.name.split("_")[-1]))
+    logs = sorted(attempts[-1].glob("*/stderr.log"), key=lambda p: int(p.parent.name)) if attempts else []
+    return {int(p.parent.name): p.read_text(errors="replace") for p in logs}
 
 
 def _last_line(text: str) -> str:

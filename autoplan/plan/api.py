@@ -21,7 +21,7 @@ from autoplan.plan.training import TrainingConfig
 from autoplan.plan.explain import explain, family_alternatives
 from autoplan.plan.layout_input import (complete_layout, parse_layout_constraints,  # noqa: F401
                                          stages_from_block_counts)
-from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo, TrainingSpec, context_parallel_violation, tp_parts
+from autoplan.plan.plan import Layout, Plan, Prediction, SolverInfo, TrainingSpec, sequence_split_violation, tp_parts
 from autoplan.plan.frameworks import DEFAULT_FRAMEWORK, framework_violation
 from autoplan.plan.frameworks import framework as framework_named
 from autoplan.plan.search import SearchOptions, place, search
@@ -352,13 +352,16 @@ def _per_block_recompute(profile: ModelProfile, every: int, first: int) -> dict[
 def given_layout(pb: Problem, given: dict) -> Layout:
     """``complete_layout`` for this problem, with ``stage_blocks`` (blocks per pipeline chunk, for a
     published uneven partition) turned into stages."""
-    why = context_parallel_violation(given.get("cp", 1), pb.profile.seq_len)
+    why = sequence_split_violation(pb.profile.seq_len, cp=given.get("cp", 1))    # before the degrees' checks
     if why:
         raise LayoutError(why)
     given = dict(given)
     every, first = given.pop("recompute_every", 0), given.pop("recompute_first", 0)
     per_block = _per_block_recompute(pb.profile, every, first)
     lay = complete_layout(given, pb.cluster.world_size, pb.train.global_batch)
+    why = sequence_split_violation(pb.profile.seq_len, cp=lay.cp, tp=lay.tp, sp=lay.sp)
+    if why:
+        raise LayoutError(why)
     if per_block:
         if lay.pp > 1 and first:
             raise LayoutError("recompute_first counts the model's first blocks: it needs pp=1")

@@ -441,6 +441,9 @@ class Plan:
             raise InputError(f"{source}: explanation must be a list of strings")
         if not layout.stages:
             raise InputError(f"{source}: plan layout has no stages")
+        why = sequence_split_violation(training.seq_len, cp=layout.cp, tp=layout.tp, sp=layout.sp)
+        if why:
+            raise LayoutError(f"{source}: {why}")
         if training.world_size != layout.world_size:
             raise InputError(f"{source}: plan world_size {training.world_size} != {layout.world_formula()} "
                              f"{layout.world_size}")
@@ -463,10 +466,16 @@ class Plan:
                              f"autoplan export PLAN --to {self.training.framework.partition('@')[0]})")
 
 
-def context_parallel_violation(cp: int, seq_len: int) -> str | None:
-    """Why ``cp`` cannot split sequences of ``seq_len`` tokens (load balance for the causal mask cuts
-    each sequence into 2*cp equal chunks), or None."""
+def sequence_split_violation(seq_len: int, *, cp: int = 1, tp: int = 1, sp: int = 0) -> str | None:
+    """Why a layout cannot cut sequences of ``seq_len`` tokens as it asks, or None: context parallel
+    splits each sequence into 2*cp equal chunks (load balance for the causal mask), and sequence
+    parallel (sp=1) splits each rank's ``seq_len / cp`` tokens into ``tp`` equal shards (uneven shards
+    fail in the executor's collectives: gloo refuses a message of another size)."""
     if cp > 1 and seq_len % (2 * cp):
         return (f"cp={cp} does not divide the sequence of {seq_len} tokens into 2*cp = {2 * cp} equal chunks "
                 f"(context parallel balances the causal mask that way): choose a cp with seq_len % (2*cp) == 0")
+    if sp and tp > 1 and (seq_len // cp) % tp:
+        tokens = f"{seq_len // cp} tokens per context-parallel rank" if cp > 1 else f"sequence of {seq_len} tokens"
+        return (f"sequence parallel (sp=1) with tp={tp} cannot split the {tokens} into {tp} equal shards: "
+                f"choose sp=0 or a tp that divides {seq_len // cp}")
     return None

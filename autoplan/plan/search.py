@@ -28,7 +28,7 @@ from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, resolve_solver, solve_placement, tied_chain
 from autoplan.models.shapes import tp_violation
 from autoplan.plan.layout_input import complete_layout
-from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, context_parallel_violation, tp_parts
+from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, sequence_split_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
 
@@ -148,7 +148,7 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
             continue
         for pp, cp in ((pp, cp) for pp in divisors(world // tp) for cp in divisors(world // (tp * pp))):
             if pp > n_layers or cp not in cps and "cp" not in f \
-                    or (cp > 1 and (not fw.context_parallel or context_parallel_violation(cp, profile.seq_len))):
+                    or (cp > 1 and (not fw.context_parallel or sequence_split_violation(profile.seq_len, cp=cp))):
                 continue
             dp = world // (tp * pp * cp)
             if train.global_batch % dp:
@@ -163,7 +163,8 @@ def outer_layouts(profile: ModelProfile, cluster: ClusterProfile, train: Trainin
                     zeros = opts.zero if dp * cp > 1 else (0,)
                     if opts.prune_dominated and "zero" not in f and 2 in zeros and 2 in fw.zero_levels:
                         zeros = tuple(z for z in zeros if z != 1)
-                    sps = (0, 1) if tp > 1 else (0,)
+                    sp_splits = tp > 1 and not sequence_split_violation(profile.seq_len, cp=cp, tp=tp, sp=1)
+                    sps = (0, 1) if sp_splits else (0,)
                     for zero in zeros:
                         for recompute in opts.recompute:
                             for sp in sps:
@@ -342,7 +343,8 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
         if k in fixed:
             raise InputError(f"--layout {k} places or recomputes given blocks: the search chooses them (see "
                              f"--per-layer-recompute); solve and estimate cost such a layout as given")
-    why = context_parallel_violation(fixed.get("cp", 1), profile.seq_len)
+    why = sequence_split_violation(profile.seq_len, cp=fixed.get("cp", 1), tp=fixed.get("tp", 1),
+                                   sp=fixed.get("sp", 0))
     if why:
         raise LayoutError(why)
     if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] * fixed.get("cp", 1) != world:
