@@ -423,7 +423,7 @@ class Plan:
     def from_dict(cls, d: dict, source: str = "plan") -> "Plan":
         """Check and load a plan; InputError or LayoutError (one line naming the field) otherwise."""
         check_schema(d, "plan", PLAN_VERSION, source)
-        source = f"{source}: malformed plan"
+        path, source = source, f"{source}: malformed plan"
         layout = Layout.from_dict(require(d, "layout", source), source)
         predicted = Prediction.from_dict(require(d, "predicted", source), f"{source}: predicted")
         solver = SolverInfo.from_dict(require(d, "solver", source), f"{source}: solver")
@@ -443,7 +443,7 @@ class Plan:
             raise InputError(f"{source}: plan layout has no stages")
         why = sequence_split_violation(training.seq_len, cp=layout.cp, tp=layout.tp, sp=layout.sp)
         if why:
-            raise LayoutError(f"{source}: {why}")
+            raise LayoutError(f"{path}: {why}")      # well formed, but not a layout the executor can run
         if training.world_size != layout.world_size:
             raise InputError(f"{source}: plan world_size {training.world_size} != {layout.world_formula()} "
                              f"{layout.world_size}")
