@@ -84,8 +84,46 @@ def solve(
         plan.save(out)
     if as_json:
         typer.echo(json.dumps(plan.to_dict(), indent=2))
-    else:
-        print_plan(plan, out)
+        return
+    print_plan(plan, out)
+    if pb.cluster.source != "catalogue" and layout is None and preset is None:
+        print_close_call(plan, validate_argv(model, cluster, global_batch, optimizer=optimizer, precision=precision,
+                                             memory_per_device=memory_per_device, seq_len=seq_len, framework=framework))
+
+
+def validate_argv(model: str, cluster: str, global_batch: int, *, optimizer: str, precision: Optional[str],
+                  memory_per_device: Optional[str], seq_len: Optional[int], framework: str) -> list[str] | None:
+    """The ``autoplan validate`` command for the same problem as a solve (without --top-k/--out), or None where
+    validate cannot state it (a sequence length or framework other than the model's and autoplan's)."""
+    if seq_len is not None or framework != "autoplan":
+        return None
+    argv = ["autoplan", "validate", "--model", model, "--cluster", cluster, "--global-batch", str(global_batch)]
+    if optimizer != "adamw":
+        argv += ["--optimizer", str(optimizer)]
+    if precision is not None:
+        argv += ["--precision", str(precision)]
+    if memory_per_device is not None:
+        argv += ["--memory-per-device", memory_per_device]
+    return argv
+
+
+def print_close_call(plan, argv: list[str] | None) -> None:
+    """Say where runner-ups are predicted too close to the chosen layout for the cost model to tell apart
+    (:func:`autoplan.plan.explain.close_calls`), and the command that times them side by side on this machine."""
+    import shlex
+
+    from autoplan.plan.explain import CLOSE_CALL_FRACTION, close_calls
+    near = close_calls(plan)
+    if not near:
+        return
+    gap = (near[-1].predicted.step_time_s / plan.predicted.step_time_s - 1.0) * 100
+    console().print(f"[bold]close call[/bold] {len(near)} other layout{'s' if len(near) > 1 else ''} predicted within "
+                    f"{gap:.1f}% of this one, inside the cost model's error (on measured CPU runs 80% of layouts "
+                    f"within {CLOSE_CALL_FRACTION:.0%} of their workload's median; docs/fidelity.md)")
+    if argv is not None:
+        cmd = shlex.join(argv + ["--top-k", str(len(near) + 1), "--confirm", "3", "--out", "plan.json"])
+        typer.echo("  to time them side by side on this machine and keep the fastest:")
+        typer.echo(f"    {cmd}")     # plain echo: one unbroken, copyable line whatever the terminal's width
 
 
 def estimate(

@@ -89,3 +89,20 @@ def explain(plan: Plan) -> list[str]:
         t = "does not fit" if not a.predicted.fits else f"{a.predicted.step_time_s * 1e3:.2f} ms"
         lines.append(f"{a.family}: {a.layout.short()}  {t}; loses on {a.loses_on}")
     return lines
+
+
+CLOSE_CALL_FRACTION = 0.05
+"""Layouts predicted within this fraction of the chosen one's step time are a close call: on this project's
+CPU fidelity runs (docs/fidelity.md, 2026-12-04: 368 layouts of 50 workloads) a layout's predicted / measured ratio
+lay within -5.3% / +5.1% of its workload's median for 80% of layouts, and of the nine misses of the model's choice by
+more than 5% in the seed logs since 7cf2ef2, seven were against a layout predicted 0.5-3.8% from the chosen one
+(two at 9.4% and 15.4%; docs/probes/20261205b/misses.out)."""
+
+
+def close_calls(plan: Plan, within: float = CLOSE_CALL_FRACTION) -> list[Alternative]:
+    """The plan's alternatives that fit and are predicted within ``within`` of its step time (slower or not
+    faster: the chosen one has the least predicted time among those searched), closest first."""
+    t = plan.predicted.step_time_s
+    near = [a for a in plan.alternatives
+            if a.predicted.fits and a.layout != plan.layout and a.predicted.step_time_s <= t * (1.0 + within)]
+    return sorted(near, key=lambda a: a.predicted.step_time_s)
