@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import statistics
 import tempfile
 import time
@@ -77,9 +78,11 @@ def train_with_plan(plan_path: Path, steps: int, *, lr: float = 0.1, timeout_s: 
 def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: int, steps: int, workdir: Path) -> int:
     from autoplan.execute.group_profile import GroupProfileConfig, profile_groups_into
     from autoplan.plan.api import Problem, solve_problem
+    from autoplan.plan.explain import close_call_summary, close_calls
     from autoplan.plan.training import TrainingConfig
     from autoplan.profile.layers import profile_model
     from autoplan.profile.links import parse_bytes, profile_cluster
+    from autoplan.validate import validate_command
 
     if steps < 2:
         raise InputError("--steps must be at least 2 (the first step is warm-up)")
@@ -122,6 +125,11 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     plan.save(workdir / "plan.json")
     for line in plan.explanation:
         say("      " + line)
+    summary = close_call_summary(plan)
+    if summary is not None:
+        argv = validate_command(str(workdir / "model.json"), str(workdir / "cluster.json"), global_batch,
+                                top_k=len(close_calls(plan)) + 1, out=str(workdir / "fastest.json"), optimizer="sgd")
+        say(f"      close call: {summary}; to time them side by side and keep the fastest: {shlex.join(argv)}")
 
     say(f"[4/4] training {steps} steps with the plan (torchrun, {plan.layout.world_size} processes) ...")
     runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]

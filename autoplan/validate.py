@@ -85,6 +85,24 @@ class Run:
         return out
 
 
+def validate_command(model: str, cluster: str, global_batch: int, *, top_k: int, out: str, optimizer: str = "adamw",
+                     precision: str | None = None, memory_per_device: str | None = None, confirm: int = 3,
+                     seq_len: int | None = None, framework: str = "autoplan") -> list[str] | None:
+    """The ``autoplan validate`` command (argv) that times the ``top_k`` best layouts of a solve's problem side by
+    side and writes the fastest one's plan to ``out``; None where validate cannot state the problem (a sequence
+    length or framework other than the model's own and autoplan's)."""
+    if seq_len is not None or framework != "autoplan":
+        return None
+    argv = ["autoplan", "validate", "--model", model, "--cluster", cluster, "--global-batch", str(global_batch)]
+    if optimizer != "adamw":
+        argv += ["--optimizer", str(optimizer)]
+    if precision is not None:
+        argv += ["--precision", str(precision)]
+    if memory_per_device is not None:
+        argv += ["--memory-per-device", memory_per_device]
+    return argv + ["--top-k", str(top_k), "--confirm", str(confirm), "--out", out]
+
+
 def candidate_layouts(pb: Problem, *, top_k: int | None, all_layouts: bool) -> list[tuple[Layout, Prediction]]:
     """The chosen layout first, then the alternatives (top-k distinct), or every fitting layout."""
     if all_layouts:

@@ -52,27 +52,31 @@ def test_solve_prints_the_close_call_and_a_validate_command_validate_accepts(sol
     import typer.main
 
     from autoplan.cli import app
-    from autoplan.cli.plan import print_close_call, validate_argv
+    from autoplan.cli.plan import print_close_call
+    from autoplan.validate import validate_command
     model, cluster, plan, _ = solved
-    argv = validate_argv(str(model), str(cluster), 8, optimizer="sgd", precision=None, memory_per_device="1GiB",
-                         seq_len=None, framework="autoplan")
-    print_close_call(with_step_times(plan, [1.02, 1.03, 1.5], [True, True, True]), argv)
+
+    def command(top_k):
+        return validate_command(str(model), str(cluster), 8, top_k=top_k, out="plan.json", optimizer="sgd",
+                                memory_per_device="1GiB")
+    print_close_call(with_step_times(plan, [1.02, 1.03, 1.5], [True, True, True]), command)
     out = capsys.readouterr().out
     assert "close call 2 other layouts predicted within 3.0% of this one" in out, out
     cmd = shlex.split(out.split("keep the fastest:", 1)[1].strip())
     assert cmd[:2] == ["autoplan", "validate"] and cmd[cmd.index("--top-k") + 1] == "3"
     assert cmd[cmd.index("--optimizer") + 1] == "sgd" and cmd[cmd.index("--memory-per-device") + 1] == "1GiB"
+    assert cmd[cmd.index("--out") + 1] == "plan.json" and cmd[cmd.index("--model") + 1] == str(model)
     validate = typer.main.get_command(app).commands["validate"]
     known = {o for p in validate.params for o in p.opts}
     assert {a for a in cmd[2:] if a.startswith("--")} <= known
     # nothing near: nothing printed; a problem validate cannot state: the line without the command
-    print_close_call(with_step_times(plan, [1.2], [True]), argv)
+    print_close_call(with_step_times(plan, [1.2], [True]), command)
     assert capsys.readouterr().out == ""
-    print_close_call(with_step_times(plan, [1.01], [True]), None)
+    print_close_call(with_step_times(plan, [1.01], [True]), lambda k: None)
     out = capsys.readouterr().out
     assert "close call 1 other layout predicted within 1.0%" in out and "autoplan validate" not in out
-    assert validate_argv("m", "c", 8, optimizer="adamw", precision=None, memory_per_device=None, seq_len=128,
-                         framework="autoplan") is None
+    assert validate_command("m", "c", 8, top_k=2, out="p.json", seq_len=128) is None
+    assert validate_command("m", "c", 8, top_k=2, out="p.json", framework="megatron") is None
 
 
 def test_solve_on_a_catalogue_cluster_says_no_close_call(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -68,6 +68,7 @@ def solve(
     from autoplan.plan.presets import with_preset
     from autoplan.plan.search import SearchOptions
     from autoplan.jsonio import refuse_directory
+    from autoplan.validate import validate_command
     if out:
         refuse_directory(out, option="--out", what="the plan file", example="plan.json")
     fixed_text = parse_layout_constraints(layout)
@@ -87,43 +88,26 @@ def solve(
         return
     print_plan(plan, out)
     if pb.cluster.source != "catalogue" and layout is None and preset is None:
-        print_close_call(plan, validate_argv(model, cluster, global_batch, optimizer=optimizer, precision=precision,
-                                             memory_per_device=memory_per_device, seq_len=seq_len, framework=framework))
+        print_close_call(plan, lambda k: validate_command(
+            model, cluster, global_batch, top_k=k, out="plan.json", optimizer=optimizer, precision=precision,
+            memory_per_device=memory_per_device, seq_len=seq_len, framework=framework))
 
 
-def validate_argv(model: str, cluster: str, global_batch: int, *, optimizer: str, precision: Optional[str],
-                  memory_per_device: Optional[str], seq_len: Optional[int], framework: str) -> list[str] | None:
-    """The ``autoplan validate`` command for the same problem as a solve (without --top-k/--out), or None where
-    validate cannot state it (a sequence length or framework other than the model's and autoplan's)."""
-    if seq_len is not None or framework != "autoplan":
-        return None
-    argv = ["autoplan", "validate", "--model", model, "--cluster", cluster, "--global-batch", str(global_batch)]
-    if optimizer != "adamw":
-        argv += ["--optimizer", str(optimizer)]
-    if precision is not None:
-        argv += ["--precision", str(precision)]
-    if memory_per_device is not None:
-        argv += ["--memory-per-device", memory_per_device]
-    return argv
-
-
-def print_close_call(plan, argv: list[str] | None) -> None:
+def print_close_call(plan, command: Callable[[int], list[str] | None]) -> None:
     """Say where runner-ups are predicted too close to the chosen layout for the cost model to tell apart
-    (:func:`autoplan.plan.explain.close_calls`), and the command that times them side by side on this machine."""
+    (:func:`autoplan.plan.explain.close_calls`), and ``command(top_k)``, the validate command that times them
+    side by side on this machine (None: no command to give)."""
     import shlex
 
-    from autoplan.plan.explain import CLOSE_CALL_FRACTION, close_calls
-    near = close_calls(plan)
-    if not near:
+    from autoplan.plan.explain import close_call_summary, close_calls
+    summary = close_call_summary(plan)
+    if summary is None:
         return
-    gap = (near[-1].predicted.step_time_s / plan.predicted.step_time_s - 1.0) * 100
-    console().print(f"[bold]close call[/bold] {len(near)} other layout{'s' if len(near) > 1 else ''} predicted within "
-                    f"{gap:.1f}% of this one, inside the cost model's error (on measured CPU runs 80% of layouts "
-                    f"within {CLOSE_CALL_FRACTION:.0%} of their workload's median; docs/fidelity.md)")
+    console().print(f"[bold]close call[/bold] {summary}")
+    argv = command(len(close_calls(plan)) + 1)
     if argv is not None:
-        cmd = shlex.join(argv + ["--top-k", str(len(near) + 1), "--confirm", "3", "--out", "plan.json"])
         typer.echo("  to time them side by side on this machine and keep the fastest:")
-        typer.echo(f"    {cmd}")     # plain echo: one unbroken, copyable line whatever the terminal's width
+        typer.echo(f"    {shlex.join(argv)}")     # plain echo: one unbroken, copyable line whatever the width
 
 
 def estimate(

@@ -106,3 +106,14 @@ def close_calls(plan: Plan, within: float = CLOSE_CALL_FRACTION) -> list[Alterna
     near = [a for a in plan.alternatives
             if a.predicted.fits and a.layout != plan.layout and a.predicted.step_time_s <= t * (1.0 + within)]
     return sorted(near, key=lambda a: a.predicted.step_time_s)
+
+
+def close_call_summary(plan: Plan, within: float = CLOSE_CALL_FRACTION) -> str | None:
+    """One sentence on the plan's :func:`close_calls` (None where there are none)."""
+    near = close_calls(plan, within)
+    if not near:
+        return None
+    gap = (near[-1].predicted.step_time_s / plan.predicted.step_time_s - 1.0) * 100
+    return (f"{len(near)} other layout{'s' if len(near) > 1 else ''} predicted within {gap:.1f}% of this one, inside "
+            f"the cost model's error (on measured CPU runs 80% of layouts within {within:.0%} of their workload's "
+            f"median; docs/fidelity.md)")
