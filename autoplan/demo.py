@@ -125,11 +125,12 @@ def run_demo(*, model: str, nproc: int, memory_per_device: str, global_batch: in
     plan.save(workdir / "plan.json")
     for line in plan.explanation:
         say("      " + line)
-    summary = close_call_summary(plan)
-    if summary is not None:
+    near = close_calls(plan)
+    if near:
         argv = validate_command(str(workdir / "model.json"), str(workdir / "cluster.json"), global_batch,
-                                top_k=len(close_calls(plan)) + 1, out=str(workdir / "fastest.json"), optimizer="sgd")
-        say(f"      close call: {summary}; to time them side by side and keep the fastest: {shlex.join(argv)}")
+                                top_k=len(near) + 1, out=str(workdir / "fastest.json"), optimizer="sgd")
+        say(f"      close call: {close_call_summary(plan, near)}; to time them side by side and keep the fastest: "
+            f"{shlex.join(argv)}")
 
     say(f"[4/4] training {steps} steps with the plan (torchrun, {plan.layout.world_size} processes) ...")
     runs = [("chosen", plan.layout, plan.predicted, workdir / "plan.json")]

@@ -100,11 +100,11 @@ def print_close_call(plan, command: Callable[[int], list[str] | None]) -> None:
     import shlex
 
     from autoplan.plan.explain import close_call_summary, close_calls
-    summary = close_call_summary(plan)
-    if summary is None:
+    near = close_calls(plan)
+    if not near:
         return
-    console().print(f"[bold]close call[/bold] {summary}")
-    argv = command(len(close_calls(plan)) + 1)
+    console().print(f"[bold]close call[/bold] {close_call_summary(plan, near)}")
+    argv = command(len(near) + 1)
     if argv is not None:
         typer.echo("  to time them side by side on this machine and keep the fastest:")
         typer.echo(f"    {shlex.join(argv)}")     # plain echo: one unbroken, copyable line whatever the width

@@ -108,12 +108,9 @@ def close_calls(plan: Plan, within: float = CLOSE_CALL_FRACTION) -> list[Alterna
     return sorted(near, key=lambda a: a.predicted.step_time_s)
 
 
-def close_call_summary(plan: Plan, within: float = CLOSE_CALL_FRACTION) -> str | None:
-    """One sentence on the plan's :func:`close_calls` (None where there are none)."""
-    near = close_calls(plan, within)
-    if not near:
-        return None
+def close_call_summary(plan: Plan, near: list[Alternative]) -> str:
+    """One sentence on ``near``, the plan's :func:`close_calls` (not empty)."""
     gap = (near[-1].predicted.step_time_s / plan.predicted.step_time_s - 1.0) * 100
     return (f"{len(near)} other layout{'s' if len(near) > 1 else ''} predicted within {gap:.1f}% of this one, inside "
-            f"the cost model's error (on measured CPU runs 80% of layouts within {within:.0%} of their workload's "
-            f"median; docs/fidelity.md)")
+            f"the cost model's error (on measured CPU runs 80% of layouts within {CLOSE_CALL_FRACTION:.0%} of their "
+            f"workload's median; docs/fidelity.md)")
