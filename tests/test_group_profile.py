@@ -298,3 +298,45 @@ def test_whole_model_is_timed_before_any_other_case():
     assert [w for _, _, w in seen[:2]] == ["whole model mbs=1", "whole model mbs=2"]
     assert not any(w.startswith("whole model") for _, _, w in seen[2:])
     assert [d for d, _, _ in seen] == list(range(1, len(seen) + 1)) and all(t == len(seen) for _, t, _ in seen)
+
+
+def _pipeline_turn_worker(rank: int, world: int) -> list[str]:
+    import torch
+
+    from autoplan.execute.group_measure import GroupProfileConfig, _step_samples_in_turn
+    calls: list[str] = []
+    cfg = GroupProfileConfig(spec="gpt-tiny", mbs_list=(1,), warmup=1, repeats=3, max_attempts=1)
+    rounds: list[int] = []
+    got, _ = _step_samples_in_turn([lambda n=n: calls.append(n) for n in "abc"], lambda: calls.append("ref"), cfg,
+                                   torch.device("cpu"), rank, rounds.append)
+    assert rounds == [1, 2, 3] and [len(x) for s in got for x in s] == [3] * 9
+    return [c for c in calls if c != "ref"]
+
+
+def test_pipeline_runs_are_timed_in_turn():
+    # the fit compares the runs with each other: one step of each per round, the order rotated, so a
+    # drift of the machine's speed falls on them alike (after one warm-up round)
+    from tests.dist_utils import run_on_ranks
+    calls = run_on_ranks(_pipeline_turn_worker, world_size=2, timeout_s=120)
+    assert calls[0] == list("abc") + list("abc") + list("bca") + list("cab") and calls[1] == calls[0]
+
+
+def _pipeline_progress_worker(rank: int, world_size: int) -> list:
+    import torch
+
+    from autoplan.execute.group_measure import GroupProfileConfig, measure_in_groups
+    cfg = GroupProfileConfig(spec="gpt-tiny", mbs_list=(1,), tp_list=(), dp_list=(), warmup=1, repeats=2,
+                             min_sample_s=0.0, max_inner=1, max_attempts=1)
+    seen = []
+    out, _ = measure_in_groups(cfg, torch.device("cpu"), lambda done, total, what: seen.append((done, total, what)))
+    return seen, [(t.pp, t.vp, t.schedule, t.num_microbatches, t.step_s > 0) for t in out["(pipelines)"]]
+
+
+@pytest.mark.slow
+def test_pipelines_timed_in_turn_keep_the_progress_counts_and_the_cases():
+    from autoplan.execute.pipeline_profile import pipeline_cases
+    from tests.dist_utils import run_on_ranks
+    seen, runs = run_on_ranks(_pipeline_progress_worker, world_size=2, timeout_s=300)[0]
+    assert [d for d, _, _ in seen] == list(range(1, len(seen) + 1)) and all(t == len(seen) for _, t, _ in seen)
+    assert seen[-1][2] == "pipelines in turn, round 2/2"
+    assert runs == [(pp, vp, s, m, True) for pp, vp, s, m in pipeline_cases(2, 6)]     # gpt-tiny: 6 units

@@ -517,29 +517,64 @@ def _timed(fn: Callable[[], None], device) -> float:
     return time.perf_counter() - t0
 
 
-def _step_samples(step: Callable[[], None], reference: Callable[[], None], cfg: GroupProfileConfig, device,
-                  rank: int) -> tuple[list[float], list[float], list[float], float]:
-    """(this rank's step times, its reference times, rank 0's reference times while the other ranks
-    wait, the foreign load seen): ``cfg.repeats`` steps, each after the two references, measured
-    again while other programs load the CPU."""
+def _step_samples_in_turn(steps: list[Callable[[], None]], reference: Callable[[], None], cfg: GroupProfileConfig,
+                          device, rank: int, progress: Callable[[int], None] | None = None
+                          ) -> tuple[list[tuple[list[float], list[float], list[float]]], float]:
+    """(per step closure: this rank's step times, its reference times, rank 0's reference times while
+    the other ranks wait; the foreign load seen): ``cfg.repeats`` rounds, each one step of every closure
+    in turn (the order rotated each round, :func:`~autoplan.execute.measure.turn_order`), each step after
+    the two references; measured again while other programs load the CPU. ``progress(r)`` after round
+    ``r`` (1-based).
+
+    In turn, not one closure's repeats after another's: the fit compares the runs with each other (few
+    micro-batches against many, 1F1B against interleaved), and the machine's speed drifts over the
+    minute they take. Timed one after another (until 2026-12-05), three profiles of one workload in a
+    row on a quiet machine (fidelity seed 20261237 workload 0, 3 processes) measured its 1F1B run of 12
+    micro-batches at 0.958, 1.153 and 1.016 s, the per-chunk cost fitted to them came out 3.6, 15.7 and
+    3.1 ms, and the layouts' predictions moved by up to 15% against each other
+    (``docs/probes/20261205c``)."""
+    from autoplan.execute.measure import turn_order
+
     def lone() -> None:
         if rank == 0:
             reference()
     for _ in range(max(1, cfg.warmup)):
-        _timed(reference, device)
-        _timed(step, device)
+        for step in steps:
+            _timed(reference, device)
+            _timed(step, device)
     for _ in range(cfg.max_attempts):
         load = ForeignLoad().start()
         cpu0 = time.process_time()
-        steps, refs, lones = [], [], []
-        for _ in range(cfg.repeats):
-            refs.append(_timed(reference, device))
-            lones.append(_timed(lone, device))
-            steps.append(_timed(step, device))
+        got: list[tuple[list[float], list[float], list[float]]] = [([], [], []) for _ in steps]
+        for r in range(cfg.repeats):
+            for k in turn_order(len(steps), r):
+                times, refs, lones = got[k]
+                refs.append(_timed(reference, device))
+                lones.append(_timed(lone, device))
+                times.append(_timed(steps[k], device))
+            if progress is not None:
+                progress(r + 1)
         foreign = _foreign_cores(load, cpu0, device)
         if foreign <= FOREIGN_CORES_LIMIT:
             break
-    return steps, refs, lones, foreign
+    return got, foreign
+
+
+PIPELINES_TOGETHER_SHARE = 0.5
+"""the pipeline runs are built side by side (and timed in turn) where their parameters and gradients take
+at most this share of the device's free memory; else one at a time (a large model on a GPU)"""
+
+
+def _pipelines_fit_together(job: _Job, cases: list[tuple[int, int, str, int]], device) -> bool:
+    """Whether every run of ``cases`` fits on this rank at once: each holds a copy of 1/pp of the
+    model (its chunks), with gradients (:data:`PIPELINES_TOGETHER_SHARE` of the free memory; host
+    memory is not bounded here, as validate's in-turn jobs on CPU)."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return True
+    import torch
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    param_bytes = sum(p.numel() * p.element_size() for p in job.model.parameters())
+    return 2 * param_bytes * sum(1 / pp for pp, _, _, _ in cases) <= PIPELINES_TOGETHER_SHARE * free_bytes
 
 
 def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None,
@@ -549,23 +584,36 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
     every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
     while the others wait in a barrier (``lone_reference_s``). The chunks are balanced by the units'
     in-group times ``unit_s`` (:func:`~autoplan.execute.pipeline_profile.balanced_chunks`, the split a
-    planner picks; None: even chunks)."""
+    planner picks; None: even chunks). The runs are timed in turn, one step of each per round
+    (:func:`_step_samples_in_turn`, which says why), where they fit side by side
+    (:func:`_pipelines_fit_together`), else one after another."""
     mbs = min(cfg.mbs_list)
     whole = _whole_model_case(job, mbs)
 
     def reference() -> None:
         whole.backward(whole.forward())
         whole.module.zero_grad(set_to_none=True)
-    out, worst = [], 0.0
-    for pp, vp, schedule, m in pipeline_cases(job.world, len(job.model.unit_names())):
-        sizes = balanced_chunks(unit_s, pp * vp) if unit_s else None
-        sizes, step = pipeline_step(job, pp, vp, schedule, m, mbs, device, sizes)
-        steps, refs, lones, foreign = _step_samples(step, reference, cfg, device, job.rank)
+    cases = pipeline_cases(job.world, len(job.model.unit_names()))
+    together = _pipelines_fit_together(job, cases, device)
+    reported, out, worst = 0, [], 0.0
+
+    def round_done(r: int) -> None:     # the cases' share of the progress, spread over the rounds
+        nonlocal reported
+        while progress is not None and reported < start + len(group) * r // cfg.repeats:
+            reported += 1
+            progress(f"pipelines in turn, round {r}/{cfg.repeats}" if together else
+                     "pipeline pp={} vp={} {} m={}".format(*group[0]))
+    for start in range(0, len(cases), len(cases) if together else 1):
+        group = cases[start:start + len(cases)] if together else [cases[start]]
+        built = [pipeline_step(job, pp, vp, schedule, m, mbs, device,
+                               balanced_chunks(unit_s, pp * vp) if unit_s else None)
+                 for pp, vp, schedule, m in group]
+        samples, foreign = _step_samples_in_turn([step for _, step in built], reference, cfg, device, job.rank,
+                                                 round_done)
         worst = max(worst, foreign)
-        out.append(PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
-                                  chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
-                                  lone_reference_s=_median_max(lones)))
-        if progress is not None:
-            progress(f"pipeline pp={pp} vp={vp} {schedule} m={m}")
-        del step
+        out += [PipelineTiming(world=job.world, pp=pp, vp=vp, schedule=schedule, num_microbatches=m, mbs=mbs,
+                               chunks=sizes, step_s=_median_max(steps), reference_s=_median_max(refs),
+                               lone_reference_s=_median_max(lones))
+                for (pp, vp, schedule, m), (sizes, _), (steps, refs, lones) in zip(group, built, samples)]
+        del built
     return out, worst

@@ -16,8 +16,10 @@ the core to the others. Here the executor's own pipeline runs (:func:`autoplan.e
                  vp = 4 (else 3), m = pp and 4 pp   (where it has 4 pp, or 3 pp, units)
     micro-batch  the smallest profiled size
 
-Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job
-(measured again while other programs load the CPU, as the layer cases). Before each step every rank
+Each figure is the slowest rank's median step over ``repeats`` steps, each behind a barrier of the job,
+the runs timed in turn (one step of each per round: the fit compares them with each other, and the
+machine's speed drifts over the minute they take; measured again while other programs load the CPU,
+as the layer cases). Before each step every rank
 runs the whole model's forward and backward once on its own (the in-group whole-model case,
 ``reference_s``), then rank 0 runs it once more while the other ranks wait in a barrier
 (``lone_reference_s``): their ratio is how much faster one rank computes while the others wait, which
