@@ -50,13 +50,15 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from autoplan.errors import InputError
 from autoplan.execute.pipeline_profile import PIPELINES, balanced_chunks, pipeline_cases, pipeline_step
 from autoplan.plan.plan import sequence_split_violation
 from autoplan.profile.formats import GroupTiming, PipelineTiming
 from autoplan.profile.quiet import FOREIGN_CORES_LIMIT, ForeignLoad
+
+T = TypeVar("T")
 
 WHOLE_MODEL = "(whole model)"
 """key of the whole model's figures among the per-kind timings (every unit composed, one stage)"""
@@ -175,23 +177,36 @@ def time_pairs_in_turn(cases: list[_Case], cfg: GroupProfileConfig, device) -> l
             warm.append(sum(_pairs(case, device, 1)))
         inner = max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / max(min(warm), 1e-9))))
         inners.append(int(_agree_max(inner)))       # every rank runs the same calls (collectives)
-    for attempt in range(cfg.max_attempts):
+
+    def sample(k: int) -> tuple[float, float]:
+        dist.barrier()
+        return _pairs(cases[k], device, inners[k])
+    samples, foreign = _in_turn(len(cases), sample, cfg, device)
+    for case in cases:
+        case.foreign_cores = foreign
+    return [(_median_max([f for f, _ in got]), _median_max([b for _, b in got])) for got in samples]
+
+
+def _in_turn(n: int, sample: Callable[[int], T], cfg: GroupProfileConfig, device, *, rotate: bool = False,
+             progress: Callable[[int], None] | None = None) -> tuple[list[list[T]], float]:
+    """(each of ``n`` items' samples, the foreign load seen): ``cfg.repeats`` rounds of ``sample(k)`` for
+    every item ``k``, one of each per round (``rotate``: the order rotated each round,
+    :func:`~autoplan.execute.measure.turn_order`), the whole again while other programs load the CPU
+    (up to ``cfg.max_attempts`` times). ``progress(r)`` after round ``r`` (1-based)."""
+    from autoplan.execute.measure import turn_order
+    for _ in range(cfg.max_attempts):
         load = ForeignLoad().start()
         cpu0 = time.process_time()
-        fwd: list[list[float]] = [[] for _ in cases]
-        bwd: list[list[float]] = [[] for _ in cases]
-        for _ in range(cfg.repeats):
-            for k, (case, inner) in enumerate(zip(cases, inners)):
-                dist.barrier()
-                f, b = _pairs(case, device, inner)
-                fwd[k].append(f)
-                bwd[k].append(b)
+        got: list[list[T]] = [[] for _ in range(n)]
+        for r in range(cfg.repeats):
+            for k in turn_order(n, r) if rotate else range(n):
+                got[k].append(sample(k))
+            if progress is not None:
+                progress(r + 1)
         foreign = _foreign_cores(load, cpu0, device)
         if foreign <= FOREIGN_CORES_LIMIT:
             break
-    for case in cases:
-        case.foreign_cores = foreign
-    return [(_median_max(f), _median_max(b)) for f, b in zip(fwd, bwd)]
+    return got, foreign
 
 
 def time_optimizer(params: list, make, cfg: GroupProfileConfig, device) -> float:
@@ -531,33 +546,20 @@ def _step_samples_in_turn(steps: list[Callable[[], None]], reference: Callable[[
     minute they take. Timed one after another (until 2026-12-05), three profiles of one workload in a
     row on a quiet machine (fidelity seed 20261237 workload 0, 3 processes) measured its 1F1B run of 12
     micro-batches at 0.958, 1.153 and 1.016 s, the per-chunk cost fitted to them came out 3.6, 15.7 and
-    3.1 ms, and the layouts' predictions moved by up to 15% against each other
-    (``docs/probes/20261205c``)."""
-    from autoplan.execute.measure import turn_order
-
+    3.1 ms, and the ten layouts' predictions moved against each other by 4.3% in the median, 9.0% at
+    most (``docs/probes/20261205c``)."""
     def lone() -> None:
         if rank == 0:
             reference()
+
+    def sample(k: int) -> tuple[float, float, float]:      # (reference, rank 0 alone, the step), in this order
+        return _timed(reference, device), _timed(lone, device), _timed(steps[k], device)
     for _ in range(max(1, cfg.warmup)):
         for step in steps:
             _timed(reference, device)
             _timed(step, device)
-    for _ in range(cfg.max_attempts):
-        load = ForeignLoad().start()
-        cpu0 = time.process_time()
-        got: list[tuple[list[float], list[float], list[float]]] = [([], [], []) for _ in steps]
-        for r in range(cfg.repeats):
-            for k in turn_order(len(steps), r):
-                times, refs, lones = got[k]
-                refs.append(_timed(reference, device))
-                lones.append(_timed(lone, device))
-                times.append(_timed(steps[k], device))
-            if progress is not None:
-                progress(r + 1)
-        foreign = _foreign_cores(load, cpu0, device)
-        if foreign <= FOREIGN_CORES_LIMIT:
-            break
-    return got, foreign
+    samples, foreign = _in_turn(len(steps), sample, cfg, device, rotate=True, progress=progress)
+    return [([t for _, _, t in got], [r for r, _, _ in got], [o for _, o, _ in got]) for got in samples], foreign
 
 
 PIPELINES_TOGETHER_SHARE = 0.5
@@ -569,7 +571,7 @@ def _pipelines_fit_together(job: _Job, cases: list[tuple[int, int, str, int]], d
     """Whether every run of ``cases`` fits on this rank at once: each holds a copy of 1/pp of the
     model (its chunks), with gradients (:data:`PIPELINES_TOGETHER_SHARE` of the free memory; host
     memory is not bounded here, as validate's in-turn jobs on CPU)."""
-    if getattr(device, "type", "cpu") != "cuda":
+    if device.type != "cuda":
         return True
     import torch
     free_bytes, _ = torch.cuda.mem_get_info(device)
@@ -595,19 +597,21 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
         whole.module.zero_grad(set_to_none=True)
     cases = pipeline_cases(job.world, len(job.model.unit_names()))
     together = _pipelines_fit_together(job, cases, device)
-    reported, out, worst = 0, [], 0.0
-
-    def round_done(r: int) -> None:     # the cases' share of the progress, spread over the rounds
-        nonlocal reported
-        while progress is not None and reported < start + len(group) * r // cfg.repeats:
-            reported += 1
-            progress(f"pipelines in turn, round {r}/{cfg.repeats}" if together else
-                     "pipeline pp={} vp={} {} m={}".format(*group[0]))
-    for start in range(0, len(cases), len(cases) if together else 1):
-        group = cases[start:start + len(cases)] if together else [cases[start]]
+    groups = [cases] if together else [[case] for case in cases]
+    out: list[PipelineTiming] = []
+    worst = 0.0
+    for group in groups:
         built = [pipeline_step(job, pp, vp, schedule, m, mbs, device,
                                balanced_chunks(unit_s, pp * vp) if unit_s else None)
                  for pp, vp, schedule, m in group]
+        reported = 0
+
+        def round_done(r: int) -> None:     # the group's share of the progress (one per run), over its rounds
+            nonlocal reported
+            while progress is not None and reported < len(group) * r // cfg.repeats:
+                reported += 1
+                progress(f"pipelines in turn, round {r}/{cfg.repeats}" if together else
+                         "pipeline pp={} vp={} {} m={}".format(*group[0]))
         samples, foreign = _step_samples_in_turn([step for _, step in built], reference, cfg, device, job.rank,
                                                  round_done)
         worst = max(worst, foreign)
