@@ -65,6 +65,14 @@ def stop_quietly_until_ready() -> None:
         signal.signal(s, stop)
 
 
+PEER_STOP_GRACE_S = 2.0
+"""how long a worker whose body failed waits for its own stop signal before reporting the failure. When
+torchrun or a Ctrl-C stops the job, a peer that exits first breaks the collective this worker is blocked
+in, and the signal it got at the same moment is handled only once that call has returned with the
+peer's "Connection closed by peer" (CI at 9273af5: ``tests/test_interrupts.py::test_run[SIGINT-plain]``
+printed that traceback, chained with the signal's, on one rank of two)"""
+
+
 def run_worker(body: "Callable[[], None]") -> int:
     """Run a torchrun worker's ``body`` and return its exit code: an :class:`AutoplanError`
     becomes one ``error: ...`` line (from rank 0; every rank fails alike) and code 2; the process
@@ -72,17 +80,23 @@ def run_worker(body: "Callable[[], None]") -> int:
 
     SIGTERM or SIGINT (torchrun stopping its workers, or Ctrl-C) unwinds ``body`` (so a file being
     written is removed, see :mod:`autoplan.jsonio`) and ends the worker quietly with ``128 +
-    signum``: whatever a peer's collective raises once the others are stopping is not reported."""
+    signum``: whatever a peer's collective raises once the others are stopping is not reported, also
+    where this worker's own signal comes a moment after that error (:data:`PEER_STOP_GRACE_S`). Once
+    ``body`` has ended, a signal is only recorded: it does not interrupt the error handling or the
+    teardown."""
     import signal
+    import time
 
     import torch.distributed as dist
 
     from autoplan.errors import AutoplanError, Interrupted
     stopped: list[int] = []
+    running = True
 
     def on_signal(signum: int, frame: object) -> None:
         stopped.append(signum)
-        raise Interrupted(signum)
+        if running:
+            raise Interrupted(signum)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, on_signal)
     try:
@@ -92,10 +106,18 @@ def run_worker(body: "Callable[[], None]") -> int:
             print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
     except BaseException:
+        try:
+            running = False
+            deadline = time.monotonic() + (PEER_STOP_GRACE_S if dist.is_initialized() else 0.0)
+            while not stopped and time.monotonic() < deadline:
+                time.sleep(0.02)
+        except Interrupted:         # the signal was handled before ``running`` fell
+            pass
         if stopped:
             return 128 + stopped[0]
         raise
     finally:
+        running = False
         for s in (signal.SIGINT, signal.SIGTERM):      # the teardown below is not interrupted again
             signal.signal(s, signal.SIG_IGN)
         if dist.is_initialized() and not stopped:
