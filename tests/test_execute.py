@@ -151,3 +151,46 @@ def test_launch_returns_the_workers_exit_code(tmp_path):
     assert r.returncode == 2
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "'block.9'" in errors[0]
+
+
+# -- gradient accumulation under fully_shard: how often the parameters are gathered --------------
+
+def _gathers_per_step(rank: int, world_size: int, layouts: list[dict]) -> list[int]:
+    """FSDP2 all-gathers (one per unit gathered) in the second training step of each layout."""
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as param_group
+
+    counted = [0]
+    gather = param_group.foreach_all_gather
+
+    def counting(*args, **kwargs):
+        counted[0] += 1
+        return gather(*args, **kwargs)
+
+    param_group.foreach_all_gather = counting
+    out = []
+    try:
+        for d in layouts:
+            layout = Layout(**d)
+            par = parallelize(build_model(TINY, seed=0), layout)
+            opt = torch.optim.SGD(par.parameters(), lr=0.1)
+            for step in range(2):
+                counted[0] = 0
+                tokens, labels = synthetic_batch(step, layout.global_batch, TINY.seq_len, TINY.vocab, 0)
+                par.step(par.batch_slice(tokens), par.batch_slice(labels))
+                opt.step()
+                opt.zero_grad()
+            out.append(counted[0])
+    finally:
+        param_group.foreach_all_gather = gather
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_zero2_keeps_the_gathered_parameters_across_a_steps_microbatches():
+    """ZeRO-1/2 gather each unit's parameters once a step whatever the micro-batch count (as the cost model
+    prices them); ZeRO-3 gathers them again for every micro-batch."""
+    from dist_utils import run_on_ranks
+    layouts = [dict(dp=2, zero=z, mbs=1, num_microbatches=m) for z in (2, 3) for m in (1, 4)]
+    z2_one, z2_four, z3_one, z3_four = run_on_ranks(_gathers_per_step, 2, args=(layouts,), timeout_s=100)[0]
+    assert z2_one > 0 and z2_four == z2_one
+    assert z3_four == 4 * z3_one

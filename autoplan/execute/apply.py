@@ -264,7 +264,9 @@ class Parallelized:
             sync = self.layout.sync_every == 1       # local SGD: gradients are never averaged
             for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
                 if n > 1 or not sync:
-                    set_gradient_sync(runner, sync and i == n - 1)
+                    # ZeRO 0-2 keep the gathered parameters until the step's last backward (dp.py)
+                    set_gradient_sync(runner, sync and i == n - 1,
+                                      reshard_after_backward=self.layout.zero == 3 or i == n - 1)
                 loss = self.loss_fn(runner(t), y)
                 scaled = loss if self.grad_scaler is None else self.grad_scaler.scale(loss)
                 (scaled / n).backward()

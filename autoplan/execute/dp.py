@@ -86,9 +86,18 @@ def register_compression(ddp: DistributedDataParallel, kind: str, group) -> None
         raise ValueError(f"unknown gradient compression {kind!r}")
 
 
-def set_gradient_sync(runner: nn.Module, enabled: bool) -> None:
-    """Turn DP gradient reduction on or off for the next backward (gradient accumulation)."""
+def set_gradient_sync(runner: nn.Module, enabled: bool, *, reshard_after_backward: bool = True) -> None:
+    """Turn DP gradient reduction on or off for the next backward (gradient accumulation).
+
+    ``reshard_after_backward`` (``fully_shard`` only): False keeps the gathered parameters after the
+    backward, for the next micro-batch's forward. ZeRO 0-2 pass False for every micro-batch but a
+    step's last: they keep the parameters gathered from forward to backward, and FSDP2, which by
+    default frees them after every backward, would gather them again before each micro-batch's
+    forward (m all-gathers a step instead of the one the cost model counts; torch's pipelining
+    stages do the same for theirs). The last backward must reshard, so that the optimizer's update
+    of the shards reaches the next step's gather."""
     if isinstance(runner, FSDPModule):
         runner.set_requires_gradient_sync(enabled)
+        runner.set_reshard_after_backward(reshard_after_backward)
     elif isinstance(runner, DistributedDataParallel):
         runner.require_backward_grad_sync = enabled
