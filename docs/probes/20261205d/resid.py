@@ -1,0 +1,38 @@
+import json, sys, math, glob, os, statistics as st
+sys.path.insert(0, __import__('os').path.dirname(__file__))
+from autoplan.plan.api import make_problem, estimate_problem
+from autoplan.plan.plan import Layout
+from retro import key
+import numpy as np
+rows=[]
+wls=sorted(w for w in glob.glob('/work/exp/s1*/d*/w*') if os.path.exists(w+'/runs.json'))
+for wi,wl in enumerate(wls):
+    d = json.load(open(f"{wl}/runs.json"))
+    once = {key(r["layout"]): r for r in d["runs"]}
+    j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
+    j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+    W=d['workload']['world']
+    wr=[]
+    for k,r in once.items():
+        if not (k in j1 and k in j2): continue
+        L=Layout.from_dict(r["layout"])
+        _, pr = estimate_problem(pb, L)
+        meas=math.sqrt(j1[k]*j2[k])
+        wr.append(dict(wl=wi,W=W,pp=L.pp,vp=L.vp,m=L.num_microbatches,mbs=L.mbs,dp=L.dp,sched=L.schedule if L.pp>1 else 'none',zero=L.zero,res=math.log(meas/pr.step_time_s),k=k))
+    if len(wr)<3: continue
+    mu=st.mean(x['res'] for x in wr)
+    for x in wr: x['rres']=x['res']-mu
+    rows+=wr
+print(len(rows))
+import collections
+def group(f):
+    g=collections.defaultdict(list)
+    for x in rows: g[f(x)].append(x['rres'])
+    for k,v in sorted(g.items(), key=lambda kv: str(kv[0])): print(f"  {str(k):30s} n={len(v):3d} mean {st.mean(v):+.3f} sd {st.pstdev(v):.3f}")
+print('by W,family'); group(lambda x:(x['W'], 'dp' if x['pp']==1 else f"pp{x['pp']}" + ('int' if x['vp']>1 else x['sched'])))
+print('by mbs,W'); group(lambda x:(x['W'], x['mbs']))
+print('by m (pipelines)'); group(lambda x:(x['W'], x['m'] if x['pp']>1 else -1))
+print('by vp'); group(lambda x:(x['W'], x['vp'] if x['pp']>1 else -1))
+print('by zero'); group(lambda x:(x['W'], x['zero'] if x['pp']==1 else -1))
+json.dump(rows, open('/tmp/rows.json','w'))

@@ -1,0 +1,42 @@
+"""Re-predict every stored fidelity workload with the current code; judge the model's pick on the
+pooled in-turn medians (confirmed + judged jobs, geometric mean), and on job 1 alone."""
+import json, sys, glob, os, statistics as st, copy, math
+import autoplan.plan.pipeline_costs as pc
+from autoplan.plan.api import make_problem, estimate_problem
+from autoplan.plan.plan import Layout
+from autoplan.profile.formats import ModelProfile
+def key(l): return Layout.from_dict(l).short()
+def evaluate(wls, refit=True, verbose=True):
+    res=[]
+    for wl in wls:
+        d = json.load(open(f"{wl}/runs.json"))
+        once = {key(r["layout"]): r for r in d["runs"]}
+        j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
+        j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+        both=[k for k in j1 if k in j2]
+        pool={k:math.sqrt(j1[k]*j2[k]) for k in both} if len(both)>=2 else dict(j1)
+        base = ModelProfile.load(f"{wl}/model.json")
+        p = copy.deepcopy(base)
+        if refit:
+            p.pipeline_costs = [c2 for c2 in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in base.pipeline_costs) if c2]
+        p.save("/tmp/v_model.json")
+        pb = make_problem("/tmp/v_model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+        pred={}
+        for k,r in once.items():
+            _, pr = estimate_problem(pb, Layout.from_dict(r["layout"]))
+            pred[k]=pr.step_time_s
+        # the model's pick among the top 10 (as fidelity does: the predicted fastest among measured)
+        ch=min(pred,key=pred.get)
+        meas1={k:once[k]["measured"]["step_time_s"] for k in once}
+        errs=[pred[k]/meas1[k]-1 for k in once]
+        if ch in pool: miss=pool[ch]/min(pool.values())-1
+        else: miss=float('nan')
+        m1 = j1[ch]/min(j1.values())-1 if ch in j1 else float('nan')
+        res.append((wl, ch, miss, m1, st.mean(map(abs,errs))))
+        if verbose: print(f"{wl[-18:]:18s} err {st.mean(map(abs,errs)):5.1%} pick pooled {miss:+6.1%} job1 {m1:+6.1%}  {ch}", flush=True)
+    ok=sum(1 for r in res if r[2]<=0.05); ok1=sum(1 for r in res if r[3]<=0.05)
+    print(f"n={len(res)} within5 pooled {ok} job1 {ok1}; mean err {st.mean(r[4] for r in res):.1%}; mean pooled miss {st.mean(r[2] for r in res if r[2]==r[2]):+.2%}")
+    return res
+if __name__=="__main__":
+    wls=sorted(w for a in sys.argv[1:] for w in glob.glob(a) if os.path.exists(w + "/runs.json"))
+    evaluate(wls)
