@@ -8,7 +8,8 @@ zero        wrapper                 what is sharded over dp
                                     and under the pipelining stages DDP's reducer asserts
                                     (interleaved chunks, or 1F1B with recompute; torch 2.13)
 1, 2        fully_shard, no reshard gradients and optimizer state; parameters stay
-                                    gathered from forward to backward
+                                    gathered from forward to backward, and across a
+                                    step's micro-batches (set_gradient_sync)
 3           fully_shard, reshard    also parameters (gathered again in backward)
 ==========  ======================  =====================================================
 
