@@ -63,7 +63,7 @@ from autoplan.profile.formats import is_fp8
 from autoplan.errors import InputError, LaunchError, LayoutError
 from autoplan.execute.cp import apply_cp, check_context_parallel, torch_ring_available
 from autoplan.execute.data import dp_slice
-from autoplan.execute.dp import apply_dp, set_gradient_sync, use_ddp
+from autoplan.execute.dp import apply_dp, reshards_after_forward, set_gradient_sync, use_ddp
 from autoplan.execute.fp8 import check_fp8, compile_blocks, convert_to_fp8
 from autoplan.execute.mesh import ParallelMesh, build_mesh
 from autoplan.execute.pp import build_schedule, split_model, stage_ids
@@ -264,9 +264,8 @@ class Parallelized:
             sync = self.layout.sync_every == 1       # local SGD: gradients are never averaged
             for i, (t, y) in enumerate(zip(tokens.chunk(n), labels.chunk(n))):
                 if n > 1 or not sync:
-                    # ZeRO 0-2 keep the gathered parameters until the step's last backward (dp.py)
                     set_gradient_sync(runner, sync and i == n - 1,
-                                      reshard_after_backward=self.layout.zero == 3 or i == n - 1)
+                                      reshard_after_backward=reshards_after_forward(self.layout.zero) or i == n - 1)
                 loss = self.loss_fn(runner(t), y)
                 scaled = loss if self.grad_scaler is None else self.grad_scaler.scale(loss)
                 (scaled / n).backward()

@@ -47,6 +47,12 @@ def use_ddp(*, zero: int, tp: int, pipelined: bool) -> bool:
     return zero == 0 and tp == 1 and not pipelined
 
 
+def reshards_after_forward(zero: int) -> bool:
+    """Whether ``fully_shard`` frees a unit's gathered parameters after its forward at ZeRO level ``zero``
+    (ZeRO-3; ZeRO 0-2 keep them until backward, and across a step's micro-batches: :func:`set_gradient_sync`)."""
+    return zero == 3
+
+
 def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, zero: int, tp: int,
              pipelined: bool, param_dtype: torch.dtype | None = None, grad_compression: str = "none") -> DPWrapped:
     """Wrap a stage ``module`` whose blocks are ``blocks`` for data parallel over ``dp_mesh``.
@@ -62,7 +68,7 @@ def apply_dp(module: nn.Module, blocks: nn.ModuleDict, dp_mesh: DeviceMesh, *, z
         return DPWrapped(module=module, runner=ddp)
     if grad_compression != "none":
         raise ValueError("gradient compression needs DDP (zero=0, tp=1, pp=1)")
-    reshard = zero == 3
+    reshard = reshards_after_forward(zero)
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None)
     for block in blocks.values():
         fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp)
