@@ -1,14 +1,12 @@
 """usage: arms.py WORKDIR NEWPROFILE -> the model's pick judged on the stored in-turn jobs, three arms"""
-import json, sys, math, copy
+import sys, math, copy
 sys.path.insert(0, __import__('os').path.dirname(__file__))
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ModelProfile
-from retro import key
+from retro import key, load_runs
 wl, new = sys.argv[1], sys.argv[2]
-d = json.load(open(f"{wl}/runs.json"))
-j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
-j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+d, _, j1, j2 = load_runs(wl)
 pool = {k: math.sqrt(j1[k]*j2[k]) for k in j1 if k in j2} or j1
 p = ModelProfile.load(new)
 small = copy.deepcopy(p); small.pipeline_costs = [c for c in p.pipeline_costs if c.mbs == min(x.mbs for x in p.pipeline_costs)]

@@ -1,4 +1,4 @@
-import re,sys,statistics
+import re,sys
 sys.path.insert(0,'/work/main/docs/probes/20261205c')
 def table(lines, i):
     rows, j = {}, i + 2

@@ -6,13 +6,20 @@ from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ModelProfile
 def key(l): return Layout.from_dict(l).short()
+def stored_workloads(pattern='/work/exp/s1*/d*/w*'):
+    """The stored fidelity workload directories that hold a runs.json."""
+    return sorted(w for w in glob.glob(pattern) if os.path.exists(w + '/runs.json'))
+def load_runs(wl):
+    """(runs.json, {layout: its once-measured run}, {layout: job 1's in-turn median}, {layout: job 2's})"""
+    d = json.load(open(f"{wl}/runs.json"))
+    once = {key(r["layout"]): r for r in d["runs"]}
+    j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
+    j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+    return d, once, j1, j2
 def evaluate(wls, refit=True, verbose=True):
     res=[]
     for wl in wls:
-        d = json.load(open(f"{wl}/runs.json"))
-        once = {key(r["layout"]): r for r in d["runs"]}
-        j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
-        j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+        d, once, j1, j2 = load_runs(wl)
         both=[k for k in j1 if k in j2]
         pool={k:math.sqrt(j1[k]*j2[k]) for k in both} if len(both)>=2 else dict(j1)
         base = ModelProfile.load(f"{wl}/model.json")
@@ -38,5 +45,4 @@ def evaluate(wls, refit=True, verbose=True):
     print(f"n={len(res)} within5 pooled {ok} job1 {ok1}; mean err {st.mean(r[4] for r in res):.1%}; mean pooled miss {st.mean(r[2] for r in res if r[2]==r[2]):+.2%}")
     return res
 if __name__=="__main__":
-    wls=sorted(w for a in sys.argv[1:] for w in glob.glob(a) if os.path.exists(w + "/runs.json"))
-    evaluate(wls)
+    evaluate(sorted(w for a in sys.argv[1:] for w in stored_workloads(a)))

@@ -1,15 +1,11 @@
-import json, sys, glob, os, math, statistics as st
+import json, sys, math, statistics as st
 sys.path.insert(0, __import__('os').path.dirname(__file__))
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
-from retro import key
-wls=sorted(w for w in glob.glob('/work/exp/s1*/d*/w*') if os.path.exists(w+'/runs.json'))
+from retro import load_runs, stored_workloads
 data=[]
-for wl in wls:
-    d = json.load(open(f"{wl}/runs.json"))
-    once = {key(r["layout"]): r for r in d["runs"]}
-    j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
-    j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
+for wl in stored_workloads():
+    d, once, j1, j2 = load_runs(wl)
     pool={k:math.sqrt(j1[k]*j2[k]) for k in j1 if k in j2}
     pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
     c=[]

@@ -1,15 +1,15 @@
-import sys, glob, os, dataclasses
+import sys, dataclasses
 sys.path.insert(0, __import__('os').path.dirname(__file__))
 import autoplan.plan.cost as cost
 import autoplan.plan.pipeline_costs as pc
-from retro import evaluate
+from retro import evaluate, stored_workloads
 CUR={}
 orig_eval=cost.evaluate
 def ev(profile, cluster, layout, train, costs=None):
     CUR['p']=profile; CUR['l']=layout; CUR['w']=cluster.world_size
     return orig_eval(profile, cluster, layout, train, costs)
 cost.evaluate=ev
-import autoplan.plan.api as api
+import autoplan.plan.api  # noqa: F401  (loaded, so the loop below replaces its evaluate too)
 for mod in list(sys.modules.values()):
     if mod and getattr(mod,'evaluate',None) is orig_eval and mod is not cost: setattr(mod,'evaluate',ev)
 def ratio(p, w, mbs):
@@ -27,5 +27,5 @@ def relief(costs, busy, pipe):
             costs=dataclasses.replace(costs, slowdown=max(1.0,costs.slowdown*a/b))
     return orig_relief(costs,busy,pipe)
 cost.pipeline_relief=relief
-wls=sorted(w for w in glob.glob('/work/exp/s1*/d*/w*') if os.path.exists(w+'/runs.json'))
+wls = stored_workloads()
 evaluate(wls, verbose='-v' in sys.argv)
