@@ -31,7 +31,12 @@ from contextlib import contextmanager
 from autoplan.errors import Interrupted
 
 REDELIVER_S = 0.05
-"""how long after an interrupt Python dropped (see :func:`interrupts_raise`) it is delivered again"""
+"""how long after an interrupt Python dropped or an import put off (see :func:`interrupts_raise`) it is
+delivered again"""
+
+IMPORT_DEFER_MAX_S = 10.0
+"""how long an interrupt that arrives during an import waits for the import to end before it is raised
+there all the same (an imported file that never ends its work must not make Ctrl-C useless)"""
 
 STOP_GRACE_S = 10.0
 """how long a stopped child (torchrun: it stops its own workers first) may take before SIGKILL"""
@@ -63,7 +68,19 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         yield
         return
 
-    def handler(signum: int, frame: object) -> None:
+    deferred_since: dict[int, float] = {}
+
+    def handler(signum: int, frame) -> None:
+        # Inside an import the signal is put off until the import has ended. Raised there, it cuts a
+        # module's initialisation short: torch's native init then calls std::terminate (exit -6 with a
+        # C++ stack: seen once in CI, Ctrl-C during an import under `solve`), and
+        # numpy fails on a second load ("cannot load module more than once per process").
+        if _importing(frame):
+            first = deferred_since.setdefault(signum, time.monotonic())
+            if time.monotonic() - first < IMPORT_DEFER_MAX_S:
+                threading.Timer(REDELIVER_S, again, (signum,)).start()
+                return
+        deferred_since.pop(signum, None)
         _received.append(signum)
         raise Interrupted(signum)
 
@@ -91,6 +108,16 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         sys.unraisablehook = previous_hook
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` (the one a signal handler was called in) or any frame below it is the import
+    machinery's: a module is being initialised."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager

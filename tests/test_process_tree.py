@@ -67,3 +67,50 @@ def test_an_interrupt_python_drops_is_not_printed_and_comes_again(capfd):
     assert ref() is None
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def _import_interrupted(tmp_path, monkeypatch, name: str, body_s: float) -> tuple[bool, float]:
+    """Import a module whose body raises SIGINT against itself and then works ``body_s`` seconds, under
+    interrupts_raise; return (whether the import ran to its end, seconds until Interrupted)."""
+    import sys
+
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupts_raise
+
+    (tmp_path / f"{name}.py").write_text(
+        "import signal, time\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        f"end = time.monotonic() + {body_s}\n"
+        "while time.monotonic() < end:\n"
+        "    time.sleep(0.01)\n"
+        "DONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    imported = False
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            with interrupts_raise():
+                __import__(name)
+                imported = True
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+        return imported and getattr(sys.modules.get(name), "DONE", False), time.monotonic() - t0
+    finally:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.timeout(30)
+def test_an_interrupt_during_an_import_waits_for_the_import_to_end(tmp_path, monkeypatch):
+    """Ctrl-C while a module initialises is raised once the import has ended, not inside it (raised there,
+    torch's native init called std::terminate and the CLI died with -6 instead of exit 130)."""
+    finished, _ = _import_interrupted(tmp_path, monkeypatch, "autoplan_slow_init", 0.5)
+    assert finished, "the interrupt cut the module's initialisation short"
+
+
+@pytest.mark.timeout(30)
+def test_an_import_that_never_ends_is_interrupted_all_the_same(tmp_path, monkeypatch):
+    import autoplan.processes
+    monkeypatch.setattr(autoplan.processes, "IMPORT_DEFER_MAX_S", 0.3)
+    finished, waited_s = _import_interrupted(tmp_path, monkeypatch, "autoplan_endless_init", 20.0)
+    assert not finished and waited_s < 5, (finished, waited_s)
