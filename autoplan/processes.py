@@ -69,22 +69,27 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         return
 
     deferred_since: dict[int, float] = {}
+    redelivery_due: set[int] = set()
 
     def handler(signum: int, frame) -> None:
         # Inside an import the signal is put off until the import has ended. Raised there, it cuts a
         # module's initialisation short: torch's native init then calls std::terminate (exit -6 with a
-        # C++ stack: seen once in CI, Ctrl-C during an import under `solve`), and
-        # numpy fails on a second load ("cannot load module more than once per process").
+        # C++ stack: seen once in CI, Ctrl-C during an import under `solve`), and numpy fails on a
+        # second load ("cannot load module more than once per process"). Ctrl-C pressed again
+        # meanwhile joins the redelivery already due instead of raising a second Interrupted later.
         if _importing(frame):
             first = deferred_since.setdefault(signum, time.monotonic())
             if time.monotonic() - first < IMPORT_DEFER_MAX_S:
-                threading.Timer(REDELIVER_S, again, (signum,)).start()
+                if signum not in redelivery_due:
+                    redelivery_due.add(signum)
+                    threading.Timer(REDELIVER_S, again, (signum,)).start()
                 return
         deferred_since.pop(signum, None)
         _received.append(signum)
         raise Interrupted(signum)
 
     def again(signum: int) -> None:
+        redelivery_due.discard(signum)
         if signal.getsignal(signum) is handler:      # still ours: not after the block has ended
             signal.raise_signal(signum)
 

@@ -114,3 +114,44 @@ def test_an_import_that_never_ends_is_interrupted_all_the_same(tmp_path, monkeyp
     monkeypatch.setattr(autoplan.processes, "IMPORT_DEFER_MAX_S", 0.3)
     finished, waited_s = _import_interrupted(tmp_path, monkeypatch, "autoplan_endless_init", 20.0)
     assert not finished and waited_s < 5, (finished, waited_s)
+
+
+@pytest.mark.timeout(30)
+def test_ctrl_c_pressed_again_during_an_import_raises_once(tmp_path, monkeypatch):
+    """Five signals while a module initialises: one Interrupted after the import, and none later while the
+    command unwinds (each used to start its own redelivery, and each raised again in the cleanup)."""
+    import sys
+
+    from autoplan.errors import Interrupted
+    from autoplan.processes import interrupts_raise
+
+    (tmp_path / "autoplan_pressed_again.py").write_text(
+        "import signal, time\n"
+        "def busy(s):\n"                      # not asleep: each redelivery is handled on its own
+        "    end = time.monotonic() + s\n"
+        "    while time.monotonic() < end:\n"
+        "        pass\n"
+        "for _ in range(5):\n"                # five presses 20 ms apart
+        "    signal.raise_signal(signal.SIGINT)\n"
+        "    busy(0.02)\n"
+        "busy(0.3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raised = 0
+    try:
+        with interrupts_raise():
+            try:
+                __import__("autoplan_pressed_again")
+                end = time.monotonic() + 5
+                while time.monotonic() < end:
+                    pass
+            except Interrupted:
+                raised += 1
+            try:
+                end = time.monotonic() + 1.0  # the cleanup: no second Interrupted may arrive here
+                while time.monotonic() < end:
+                    pass
+            except Interrupted:
+                raised += 1
+    finally:
+        sys.modules.pop("autoplan_pressed_again", None)
+    assert raised == 1, raised
