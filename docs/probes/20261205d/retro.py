@@ -16,6 +16,14 @@ def load_runs(wl):
     j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
     j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
     return d, once, j1, j2
+def judged(wl):
+    """(once-measured runs, the pooled in-turn medians (job 1 alone where job 2 timed fewer than two),
+    the planning problem of the stored profiles) of one stored workload"""
+    d, once, j1, j2 = load_runs(wl)
+    both = [k for k in j1 if k in j2]
+    pool = {k: math.sqrt(j1[k] * j2[k]) for k in both} if len(both) >= 2 else dict(j1)
+    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+    return once, pool, pb
 def evaluate(wls, refit=True, verbose=True):
     res=[]
     for wl in wls:

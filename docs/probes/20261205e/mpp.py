@@ -9,16 +9,13 @@ import math, os, statistics as st, sys, collections
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '20261205d'))
 import retro
 from autoplan.plan.plan import Layout
-from autoplan.plan.api import make_problem, estimate_problem
+from autoplan.plan.api import estimate_problem
 
 groups = collections.defaultdict(list)
 rounds = collections.defaultdict(list)
 picks = {"all": [], "m>=pp": []}
 for wl in sorted(w for a in sys.argv[1:] for w in retro.stored_workloads(a)):
-    d, once, j1, j2 = retro.load_runs(wl)
-    both = [k for k in j1 if k in j2]
-    pool = {k: math.sqrt(j1[k] * j2[k]) for k in both} if len(both) >= 2 else dict(j1)
-    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+    once, pool, pb = retro.judged(wl)
     pred = {}
     for k, r in once.items():
         lay = Layout.from_dict(r["layout"])
