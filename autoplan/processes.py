@@ -75,18 +75,22 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         # Inside an import the signal is put off until the import has ended. Raised there, it cuts a
         # module's initialisation short: torch's native init then calls std::terminate (exit -6 with a
         # C++ stack: seen once in CI, Ctrl-C during an import under `solve`), and numpy fails on a
-        # second load ("cannot load module more than once per process"). Ctrl-C pressed again
-        # meanwhile joins the redelivery already due instead of raising a second Interrupted later.
+        # second load ("cannot load module more than once per process").
         if _importing(frame):
-            first = deferred_since.setdefault(signum, time.monotonic())
-            if time.monotonic() - first < IMPORT_DEFER_MAX_S:
-                if signum not in redelivery_due:
-                    redelivery_due.add(signum)
-                    threading.Timer(REDELIVER_S, again, (signum,)).start()
+            first_s = deferred_since.setdefault(signum, time.monotonic())
+            if time.monotonic() - first_s < IMPORT_DEFER_MAX_S:
+                redeliver_later(signum)
                 return
         deferred_since.pop(signum, None)
         _received.append(signum)
         raise Interrupted(signum)
+
+    def redeliver_later(signum: int) -> None:
+        # One redelivery due per signal: Ctrl-C pressed again meanwhile joins it instead of raising a
+        # second Interrupted later, inside the command's cleanup.
+        if signum not in redelivery_due:
+            redelivery_due.add(signum)
+            threading.Timer(REDELIVER_S, again, (signum,)).start()
 
     def again(signum: int) -> None:
         redelivery_due.discard(signum)
@@ -101,7 +105,7 @@ def interrupts_raise(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
         # again a moment later, where the exception unwinds the command (seen once in a test: Ctrl-C
         # during `profile model`'s imports printed "Exception ignored in ... cb" and a traceback).
         if isinstance(info.exc_value, Interrupted):
-            threading.Timer(REDELIVER_S, again, (info.exc_value.signum,)).start()
+            redeliver_later(info.exc_value.signum)
             return
         previous_hook(info)
 

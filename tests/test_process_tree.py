@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -69,25 +72,39 @@ def test_an_interrupt_python_drops_is_not_printed_and_comes_again(capfd):
     assert "Traceback" not in err and "Exception ignored" not in err, err
 
 
+@contextmanager
+def _module(tmp_path, monkeypatch, name: str, source: str) -> Iterator[None]:
+    """``name`` importable from ``source`` while active; forgotten by ``sys.modules`` afterwards."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        yield
+    finally:
+        sys.modules.pop(name, None)
+
+
+def _busy(seconds: float) -> None:
+    """Run bytecode for ``seconds`` (not asleep: each signal delivered meanwhile is handled on its own)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
 def _import_interrupted(tmp_path, monkeypatch, name: str, body_s: float) -> tuple[bool, float]:
     """Import a module whose body raises SIGINT against itself and then works ``body_s`` seconds, under
     interrupts_raise; return (whether the import ran to its end, seconds until Interrupted)."""
-    import sys
-
     from autoplan.errors import Interrupted
     from autoplan.processes import interrupts_raise
 
-    (tmp_path / f"{name}.py").write_text(
-        "import signal, time\n"
-        "signal.raise_signal(signal.SIGINT)\n"
-        f"end = time.monotonic() + {body_s}\n"
-        "while time.monotonic() < end:\n"
-        "    time.sleep(0.01)\n"
-        "DONE = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import signal, time\n"
+              "signal.raise_signal(signal.SIGINT)\n"
+              f"end = time.monotonic() + {body_s}\n"
+              "while time.monotonic() < end:\n"
+              "    time.sleep(0.01)\n"
+              "DONE = True\n")
     imported = False
     t0 = time.monotonic()
-    try:
+    with _module(tmp_path, monkeypatch, name, source):
         with pytest.raises(Interrupted):
             with interrupts_raise():
                 __import__(name)
@@ -96,8 +113,6 @@ def _import_interrupted(tmp_path, monkeypatch, name: str, body_s: float) -> tupl
                 while time.monotonic() < deadline:
                     time.sleep(0.01)
         return imported and getattr(sys.modules.get(name), "DONE", False), time.monotonic() - t0
-    finally:
-        sys.modules.pop(name, None)
 
 
 @pytest.mark.timeout(30)
@@ -120,38 +135,28 @@ def test_an_import_that_never_ends_is_interrupted_all_the_same(tmp_path, monkeyp
 def test_ctrl_c_pressed_again_during_an_import_raises_once(tmp_path, monkeypatch):
     """Five signals while a module initialises: one Interrupted after the import, and none later while the
     command unwinds (each used to start its own redelivery, and each raised again in the cleanup)."""
-    import sys
-
     from autoplan.errors import Interrupted
     from autoplan.processes import interrupts_raise
 
-    (tmp_path / "autoplan_pressed_again.py").write_text(
-        "import signal, time\n"
-        "def busy(s):\n"                      # not asleep: each redelivery is handled on its own
-        "    end = time.monotonic() + s\n"
-        "    while time.monotonic() < end:\n"
-        "        pass\n"
-        "for _ in range(5):\n"                # five presses 20 ms apart
-        "    signal.raise_signal(signal.SIGINT)\n"
-        "    busy(0.02)\n"
-        "busy(0.3)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import signal, time\n"
+              "def busy(s):\n"                     # as _busy: each redelivery is handled on its own
+              "    end = time.monotonic() + s\n"
+              "    while time.monotonic() < end:\n"
+              "        pass\n"
+              "for _ in range(5):\n"               # five presses 20 ms apart
+              "    signal.raise_signal(signal.SIGINT)\n"
+              "    busy(0.02)\n"
+              "busy(0.3)\n")
     raised = 0
-    try:
+    with _module(tmp_path, monkeypatch, "autoplan_pressed_again", source):
         with interrupts_raise():
             try:
                 __import__("autoplan_pressed_again")
-                end = time.monotonic() + 5
-                while time.monotonic() < end:
-                    pass
+                _busy(5)
             except Interrupted:
                 raised += 1
             try:
-                end = time.monotonic() + 1.0  # the cleanup: no second Interrupted may arrive here
-                while time.monotonic() < end:
-                    pass
+                _busy(1.0)                          # the cleanup: no second Interrupted may arrive here
             except Interrupted:
                 raised += 1
-    finally:
-        sys.modules.pop("autoplan_pressed_again", None)
     assert raised == 1, raised
