@@ -1,12 +1,12 @@
 import json, sys, math, statistics as st
 sys.path.insert(0, __import__('os').path.dirname(__file__))
-from autoplan.plan.api import make_problem, estimate_problem
+from autoplan.plan.api import estimate_problem
 from autoplan.plan.plan import Layout
-from retro import load_runs, stored_workloads
+from retro import load_runs, problem, stored_workloads
 rows=[]
 for wi,wl in enumerate(stored_workloads()):
     d, once, j1, j2 = load_runs(wl)
-    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+    pb = problem(wl, d)
     W=d['workload']['world']
     wr=[]
     for k,r in once.items():

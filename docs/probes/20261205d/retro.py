@@ -16,26 +16,30 @@ def load_runs(wl):
     j1 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("confirmed", [])}
     j2 = {key(r["layout"]): r["measured"]["step_time_s"] for r in d.get("judged", [])}
     return d, once, j1, j2
-def judged(wl):
-    """(once-measured runs, the pooled in-turn medians (job 1 alone where job 2 timed fewer than two),
-    the planning problem of the stored profiles) of one stored workload"""
-    d, once, j1, j2 = load_runs(wl)
+def pooled(j1, j2):
+    """The two in-turn jobs' medians pooled (geometric mean), or job 1's where job 2 timed fewer than two"""
     both = [k for k in j1 if k in j2]
-    pool = {k: math.sqrt(j1[k] * j2[k]) for k in both} if len(both) >= 2 else dict(j1)
-    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
-    return once, pool, pb
+    return {k: math.sqrt(j1[k] * j2[k]) for k in both} if len(both) >= 2 else dict(j1)
+def problem(wl, d, model_path=None):
+    """The planning problem of a stored workload (its model profile, or ``model_path``)"""
+    return make_problem(model_path or f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"],
+                        memory_per_device_bytes=2**30)
+def judged(wl):
+    """(once-measured runs, the pooled in-turn medians, the planning problem of the stored profiles) of one
+    stored workload"""
+    d, once, j1, j2 = load_runs(wl)
+    return once, pooled(j1, j2), problem(wl, d)
 def evaluate(wls, refit=True, verbose=True):
     res=[]
     for wl in wls:
         d, once, j1, j2 = load_runs(wl)
-        both=[k for k in j1 if k in j2]
-        pool={k:math.sqrt(j1[k]*j2[k]) for k in both} if len(both)>=2 else dict(j1)
+        pool = pooled(j1, j2)
         base = ModelProfile.load(f"{wl}/model.json")
         p = copy.deepcopy(base)
         if refit:
             p.pipeline_costs = [c2 for c2 in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in base.pipeline_costs) if c2]
         p.save("/tmp/v_model.json")
-        pb = make_problem("/tmp/v_model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+        pb = problem(wl, d, "/tmp/v_model.json")
         pred={}
         for k,r in once.items():
             _, pr = estimate_problem(pb, Layout.from_dict(r["layout"]))

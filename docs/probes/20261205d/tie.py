@@ -1,13 +1,13 @@
 import json, sys, math, statistics as st
 sys.path.insert(0, __import__('os').path.dirname(__file__))
-from autoplan.plan.api import make_problem, estimate_problem
+from autoplan.plan.api import estimate_problem
 from autoplan.plan.plan import Layout
-from retro import load_runs, stored_workloads
+from retro import load_runs, problem, stored_workloads
 data=[]
 for wl in stored_workloads():
     d, once, j1, j2 = load_runs(wl)
     pool={k:math.sqrt(j1[k]*j2[k]) for k in j1 if k in j2}
-    pb = make_problem(f"{wl}/model.json", f"{wl}/cluster.json", d["workload"]["global_batch"], memory_per_device_bytes=2**30)
+    pb = problem(wl, d)
     c=[]
     for k,r in once.items():
         L=Layout.from_dict(r["layout"]); _, pr = estimate_problem(pb, L)
