@@ -10,8 +10,9 @@ import pytest
 from autoplan.execute.pipeline_profile import balanced_chunks, even_chunks, pipeline_cases
 from autoplan.plan.coefficients import layer_costs
 from autoplan.plan.cost import evaluate
-from autoplan.plan.pipeline_costs import (_unit_times, fit_pipeline_costs, measured_relief, pipeline_costs_for,
+from autoplan.plan.pipeline_costs import (_unit_times, fit_pipeline_costs, pipeline_costs_for, pipeline_relief,
                                           predicted_step_s)
+from autoplan.plan.schedules import pipeline_s, relief_at, shared_cores_pipeline_s
 from autoplan.plan.plan import Layout
 from autoplan.plan.training import TrainingConfig
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineCosts, PipelineTiming
@@ -145,6 +146,25 @@ def test_profiles_keep_their_pipeline_runs_and_older_ones_load():
         ModelProfile.from_dict(bad)
 
 
+def test_costs_an_older_fit_derived_are_fitted_again_from_the_runs():
+    prof = grouped_profile()
+    prof.pipeline_timings = runs_made_with(prof, PipelineCosts(world=4, mbs=1, per_chunk_s=1e-3, idle_share=0.5))
+    prof.pipeline_costs = [fit_pipeline_costs(prof, 4)]
+    assert prof.pipeline_costs[0].relief_model == "shared_cores"
+    old = prof.to_dict()
+    for c in old["pipeline_costs"]:               # as a profile made before 2026-12-06 holds them
+        del c["relief_model"]
+        c["idle_share"], c["per_chunk_s"] = 0.1, 0.5
+    back = ModelProfile.from_dict(old)
+    assert back.pipeline_costs[0].relief_model == "step_average"
+    assert pipeline_costs_for(back, 4, 2) == prof.pipeline_costs[0]           # fitted again, not read
+    bad = prof.to_dict()
+    bad["pipeline_costs"][0]["relief_model"] = "magic"
+    from autoplan.errors import InputError
+    with pytest.raises(InputError, match=r"pipeline_costs\[0\]\.relief_model must be one of shared_cores\|step_average"):
+        ModelProfile.from_dict(bad)
+
+
 def test_the_cost_model_adds_the_measured_terms_to_every_chunk():
     prof = grouped_profile(blocks=6)
     cl = random_cluster(random.Random(1), world=4, memory_bytes=2**34)
@@ -167,11 +187,29 @@ def test_the_cost_model_adds_the_measured_terms_to_every_chunk():
     assert layer_costs(prof, cl, lay, train)[cut].p2p_s > 0              # without runs: the cluster's fit
 
 
-def test_a_waiting_rank_lends_what_the_runs_showed():
-    half = PipelineCosts(world=4, mbs=1, per_chunk_s=0.0, idle_share=0.5)
-    assert measured_relief(0.6, half) == pytest.approx(0.8)
-    assert measured_relief(0.6, None) == 0.6
-    assert measured_relief(0.6, replace(half, idle_share=0.0)) == 1.0
+def test_ranks_share_the_cores_moment_by_moment():
+    # 2 stages, 2 micro-batches, GPipe, every forward and backward 1 s with every process busy, the
+    # cores giving 2 / 1.5 ranks' worth of speed alone (an operation alone takes 1 / 1.5 s):
+    # F(0,0) alone 2/3 s; F(0,1) beside F(1,0) 1 s; F(1,1) alone 2/3 s while rank 0 waits for B(1,0);
+    # B(1,0) alone 2/3 s; B(0,0) beside B(1,1) 1 s; B(0,1) alone 2/3 s: 14/3 s
+    got = shared_cores_pipeline_s([1.0, 1.0], [1.0, 1.0], pp=2, vp=1, m=2, schedule="gpipe", slowdown=1.5,
+                                  idle_share=1.0)
+    assert got == pytest.approx(14 / 3)
+    lay = Layout(pp=2, mbs=1, num_microbatches=2, schedule="gpipe")
+    whole = pipeline_s([2.0, 2.0], [2.0, 2.0], lay)                   # 6 s with every process busy all along
+    # the step's average (relief_at) is 2/3; at each moment only as fast as the ranks that run
+    assert relief_at(1.5, [4.0, 4.0], whole) == pytest.approx(2 / 3)
+    costs = PipelineCosts(world=2, mbs=1, per_chunk_s=0.0, idle_share=1.0, slowdown=1.5)
+    assert pipeline_relief(costs, [1.0, 1.0], [1.0, 1.0], lay, whole) == pytest.approx(14 / 18)
+    # a waiting rank that keeps its core (e = 0) lends nothing; one that gives half of it lends less
+    assert pipeline_relief(replace(costs, idle_share=0.0), [1.0, 1.0], [1.0, 1.0], lay, whole) == pytest.approx(1.0)
+    half = pipeline_relief(replace(costs, idle_share=0.5), [1.0, 1.0], [1.0, 1.0], lay, whole)
+    assert 14 / 18 < half < 1.0
+    # one rank at a time (m = 1) runs alone all along: 1/s, never faster
+    one = Layout(pp=2, mbs=1, num_microbatches=1, schedule="1f1b")
+    assert pipeline_relief(replace(costs, slowdown=2.0), [1.0, 1.0], [2.0, 2.0], one,
+                           pipeline_s([3.0, 3.0], [3.0, 3.0], one)) == pytest.approx(0.5)
+    assert pipeline_relief(replace(costs, slowdown=1.0), [1.0, 1.0], [1.0, 1.0], lay, whole) == 1.0   # no sharing
 
 
 def test_the_runs_are_fitted_as_measured_whatever_the_references_beside_them_say():

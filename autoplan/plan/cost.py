@@ -24,9 +24,10 @@ Where the model profile holds pipelines measured in groups of the cluster's size
 a pipeline also costs what they showed beyond their
 layers: ``a`` per chunk and micro-batch (its schedule actions and messages; it replaces the cluster's
 send/recv fit, whose growth beyond the measured message size is kept) in ``C_j`` and so ``vp * a`` in
-``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief only
-as far as they showed it (``1 - e * (1 - relief)``, the relief from the slowdown ``s`` the runs measured,
-not the cluster's). All three are constant for an outer layout, so the
+``tau_r`` (reported in ``pp_p2p``), ``c`` per step (in ``bubble``), and the shared-device relief as
+they showed it (the schedule run with the busy ranks sharing the cores moment by moment, at the
+slowdown ``s`` the runs measured, not the cluster's, and a waiting rank leaving the share ``e`` of its
+core: :func:`~autoplan.plan.pipeline_costs.pipeline_relief`). All three are constant for an outer layout, so the
 placement ILP is unchanged and its bounds stay bounds. A fit that does not explain its own runs
 (``pipeline_costs.FIT_ERROR_LIMIT``) is not used.
 
@@ -152,7 +153,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.pipeline_costs import per_chunk_s, pipeline_costs_for, pipeline_relief
+from autoplan.plan.pipeline_costs import forward_share, per_chunk_s, pipeline_costs_for, pipeline_relief, split_chunks
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -193,11 +194,17 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     act = [0] * p
     chunk_act = [[0.0] * v for _ in range(p)]
     chunk_s = [0.0] * (p * v)
+    chunk_fwd = [0.0] * (p * v)          # the forward part of chunk_s (the shared-cores relief needs it)
+    pipe = pipeline_costs_for(profile, cluster.world_size, p) if p > 1 and in_group_world(profile, cluster) else None
+    kind_of = {info.name: info.kind for info in profile.layers} if pipe is not None else {}
     for j, st in enumerate(layout.stages):
         r = j % p
         for n in st:
             c = costs[n]
             chunk_s[j] += c.per_microbatch_s
+            if pipe is not None:
+                chunk_fwd[j] += (c.compute_s * forward_share(profile, kind_of[n], layout.mbs, cluster.world_size)
+                                 + (c.tp_comm_s + c.cp_comm_s) / 2)
             comp[r] += c.compute_s
             reco[r] += c.recompute_s
             tpc[r] += c.tp_comm_s
@@ -214,7 +221,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         for u, _ in edges:
             p2p[b % p] += costs[u].p2p_s
             chunk_s[b] += costs[u].p2p_s
-    pipe = pipeline_costs_for(profile, cluster.world_size, p) if p > 1 and in_group_world(profile, cluster) else None
+            chunk_fwd[b] += costs[u].p2p_s / 2            # the activation out; the gradient back in backward
     if pipe is not None:
         # measured in groups: every chunk's actions and messages per micro-batch (pipeline_costs.py)
         per_chunk = per_chunk_s(pipe, layout) * cluster.calibration.comm_scale
@@ -226,7 +233,8 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     t_max = tau[rb]
     bubble = max(0.0, pipeline_s(tau, chunk_s, layout) - m * t_max)   # rounding can make it -1e-17
     busy, length = [m * t for t in tau], m * t_max + bubble
-    relief = shared_device_relief(cluster, busy, length) if pipe is None else pipeline_relief(pipe, busy, length)
+    relief = (shared_device_relief(cluster, busy, length) if pipe is None else
+              pipeline_relief(pipe, *split_chunks(chunk_s, chunk_fwd, per_chunk), layout, length))
     comp, reco, tpc, cpc, p2p = ([x * relief for x in xs] for xs in (comp, reco, tpc, cpc, p2p))
     t_max, bubble = t_max * relief, bubble * relief
     if pipe is not None:

@@ -9,13 +9,18 @@ figures of the same job and a few measured quantities (:class:`~autoplan.profile
     C_j      = sum_{l in j} (fwd_l + bwd_l) * f_c  +  a            chunk j per micro-batch
     tau_r    = sum_{chunks j of rank r} C_j
     step     = relief * pipeline_s(tau, C) + c                     (schedules.pipeline_s)
-    relief   = 1 - e * (1 - max(1/s, min(1, u))),  u = sum_r m tau_r / (pp * pipeline_s)
+    relief   = shared_cores_pipeline_s(C split into forward and backward; s, e) / pipeline_s(tau, C)
 
 ``a`` (``per_chunk_s`` under 1F1B, ``per_chunk_interleaved_s`` under interleaved 1F1B, which
 torch runs through another code path): per chunk and micro-batch, its forward and backward actions in torch's
 schedule with the messages they send and receive; ``e`` (``idle_share``): how much of its core a
-waiting rank really leaves to the others (``e = 1`` is
-:func:`~autoplan.plan.schedules.shared_device_relief`'s assumption, ``e = 0`` none); ``c``
+waiting rank really leaves to the others (``e = 1`` all of it, ``e = 0`` none), the schedule's order
+run moment by moment with the k busy ranks sharing the cores
+(:func:`~autoplan.plan.schedules.shared_cores_pipeline_s`; before 2026-12-06 the relief spread that
+capacity over the step as an average, ``1 - e * (1 - max(1/s, min(1, u)))`` with u the ranks' mean busy
+share, which prices a pipeline whose ranks wait in the fill and drain as if the others used the
+cores they leave at every moment: on the 55 stored fidelity workloads, ``docs/fidelity.md``,
+the model's choice within 5% of the fastest pooled went from 41 to 46); ``c``
 (``per_step_s``): the schedule's per-step work; ``s``: how much faster one rank computes while the
 others wait than with every process busy (the runs' references, :mod:`autoplan.execute.pipeline_profile`;
 else the layers' in-group time over their time alone); ``f_c``: the whole model's in-group time over
@@ -30,10 +35,10 @@ send/recv fit, :func:`extra_message_s`): no constant fitted to benchmark layouts
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from autoplan.plan.plan import Layout
-from autoplan.plan.schedules import pipeline_s, relief_at
+from autoplan.plan.schedules import pipeline_s, pipeline_schedule, shared_cores_pipeline_s
 from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming, nearest_depth
 
 IDLE_SHARE_GRID = 20
@@ -43,6 +48,8 @@ FIT_ERROR_LIMIT = 0.25
 used: the runs contradict each other (a machine whose load changed between them)"""
 RELIEF_ITERATIONS = 6
 """rounds of (relief from the terms, terms from the relief) per idle_share"""
+RELIEF_MODEL = "shared_cores"
+"""how this fit has waiting ranks lend their cores (:attr:`~autoplan.profile.formats.PipelineCosts.relief_model`)"""
 
 
 def usable(costs: PipelineCosts | None) -> PipelineCosts | None:
@@ -53,53 +60,99 @@ def usable(costs: PipelineCosts | None) -> PipelineCosts | None:
 def pipeline_costs_for(profile: ModelProfile, world: int, pp: int) -> PipelineCosts | None:
     """The usable costs (:func:`usable`) measured on ``world`` processes at the depth nearest ``pp``
     (:func:`~autoplan.profile.formats.nearest_depth`): a depth whose runs contradict each other gives
-    way to another depth's."""
+    way to another depth's. Costs an older fit derived (``relief_model`` ``step_average``) are fitted
+    again from the profile's own runs first (:func:`refit_older_costs`)."""
+    refit_older_costs(profile)
     return nearest_depth([c for c in profile.pipeline_costs if c.world == world and usable(c)], pp)
 
 
-def measured_relief(relief: float, costs: PipelineCosts | None) -> float:
-    """``relief`` (the full shared-device relief) as far as the measured pipelines showed it."""
-    if costs is None:
-        return relief
-    return 1.0 - costs.idle_share * (1.0 - relief)
+def refit_older_costs(profile: ModelProfile) -> None:
+    """Replace, in ``profile``, pipeline costs that a fit with another relief model derived by this
+    fit of the same runs (the runs are what was measured; the costs are derived from them)."""
+    if all(c.relief_model == RELIEF_MODEL for c in profile.pipeline_costs):
+        return
+    fresh = [c if c.relief_model == RELIEF_MODEL else fit_pipeline_costs(profile, c.world, c.pp)
+             for c in profile.pipeline_costs]
+    profile.pipeline_costs = [c for c in fresh if c is not None]
 
 
-def pipeline_relief(costs: PipelineCosts, busy_s: list[float], pipeline: float) -> float:
-    """The relief of a pipeline whose ranks are busy ``busy_s`` of its ``pipeline`` seconds, as the
-    measured runs showed it: at their own slowdown (:func:`~autoplan.plan.schedules.relief_at`), as far
-    as their ``idle_share`` (the fit and the cost model both use this)."""
-    return measured_relief(relief_at(costs.slowdown, busy_s, pipeline), costs)
+def pipeline_relief(costs: PipelineCosts, forward_s: list[float], backward_s: list[float], layout: Layout,
+                    pipeline: float) -> float:
+    """The factor on a pipeline's terms where its ranks share cores, as the measured runs showed it:
+    the schedule run moment by moment with the runs' slowdown and ``idle_share``
+    (:func:`~autoplan.plan.schedules.shared_cores_pipeline_s`) over ``pipeline`` (the same chunks'
+    pipeline with every process busy all along, :func:`~autoplan.plan.schedules.pipeline_s`), kept
+    within [1/s, 1] (the fit and the cost model both use this). ``forward_s``, ``backward_s``: each
+    chunk's share of its per-micro-batch time (:func:`split_chunks`)."""
+    s = costs.slowdown
+    if s <= 1.0 or layout.pp < 2 or pipeline <= 0:
+        return 1.0
+    shared = shared_cores_pipeline_s(forward_s, backward_s, pp=layout.pp, vp=layout.vp,
+                                     m=layout.num_microbatches, schedule=pipeline_schedule(layout),
+                                     slowdown=s, idle_share=costs.idle_share)
+    return min(1.0, max(1.0 / s, shared / pipeline))
 
 
-def _unit_times(profile: ModelProfile, world: int, mbs: int) -> list[float] | None:
-    """Each unit's in-group forward+backward at ``mbs`` (times the composition factor), in model
-    order; None where a kind lacks figures for ``world``."""
+def split_chunks(chunk_s: list[float], chunk_forward_s: list[float], per_chunk: float) -> tuple[list[float], list[float]]:
+    """(forward, backward) of every chunk per micro-batch: ``chunk_forward_s`` its layers' forward, and
+    half of the measured ``per_chunk`` (a forward and a backward action, a message each way); the rest
+    of ``chunk_s`` (which holds ``per_chunk``) is backward."""
+    fwd = [f + per_chunk / 2 for f in chunk_forward_s]
+    return fwd, [c - f for c, f in zip(chunk_s, fwd)]
+
+
+def forward_share(profile: ModelProfile, kind: str, mbs: int, world: int) -> float:
+    """The forward share of a layer kind's forward + backward, in groups of ``world`` where measured so
+    (else alone) at ``mbs``."""
+    k = profile.kinds[kind]
+    t = k.group_timing(mbs, world=world) or k.timing(mbs)
+    total = t.forward_s + t.backward_s
+    return t.forward_s / total if total > 0 else 0.5
+
+
+@dataclass(frozen=True)
+class UnitTimes:
+    """Each unit's (layer's) in-group forward + backward at one micro-batch size, times the composition
+    factor, in model order, and the forward part of it."""
+
+    total_s: list[float]
+    forward_s: list[float]
+
+
+def _unit_times(profile: ModelProfile, world: int, mbs: int) -> UnitTimes | None:
+    """:class:`UnitTimes` of ``profile`` in groups of ``world`` at ``mbs``; None where a kind lacks
+    figures for ``world``."""
     from autoplan.plan.coefficient_sources import composition_factors
     f_c, _ = composition_factors(profile, world, mbs)
-    out = []
+    total, forward = [], []
     for info in profile.layers:
         g = profile.kinds[info.kind].group_timing(mbs, world=world)
         if g is None:
             return None
-        out.append((g.forward_s + g.backward_s) * f_c)
-    return out
+        total.append((g.forward_s + g.backward_s) * f_c)
+        forward.append(total[-1] * forward_share(profile, info.kind, mbs, world))
+    return UnitTimes(total, forward)
 
 
-def _slowdown(profile: ModelProfile, world: int, mbs: int, unit_s: list[float]) -> float:
+def _slowdown(profile: ModelProfile, world: int, mbs: int, units: UnitTimes) -> float:
     """The layers' in-group time (every process busy) over their time alone (>= 1)."""
     alone = sum(profile.kinds[i.kind].timing(mbs).forward_s + profile.kinds[i.kind].timing(mbs).backward_s
                 for i in profile.layers)
-    return max(1.0, sum(unit_s) / alone) if alone > 0 else 1.0
+    return max(1.0, sum(units.total_s) / alone) if alone > 0 else 1.0
 
 
-def modelled_pipeline(run: PipelineTiming, unit_s: list[float], per_chunk_s: float) -> tuple[float, list[float]]:
-    """(pipeline_s, each rank's busy seconds) of ``run`` with the units' times and ``per_chunk_s``
-    added to every chunk."""
+def _run_layout(run: PipelineTiming) -> Layout:
+    return Layout(pp=run.pp, vp=run.vp, num_microbatches=run.num_microbatches, schedule=run.schedule)
+
+
+def modelled_pipeline(run: PipelineTiming, units: UnitTimes, per_chunk_s: float) -> tuple[float, list[float], list[float]]:
+    """(pipeline_s, each chunk's forward, each chunk's backward) of ``run`` with the units' times and
+    ``per_chunk_s`` added to every chunk, every process busy all along."""
     bounds = [sum(run.chunks[:j]) for j in range(len(run.chunks) + 1)]
-    chunk_s = [sum(unit_s[a:b]) + per_chunk_s for a, b in zip(bounds, bounds[1:])]
+    chunk_s = [sum(units.total_s[a:b]) + per_chunk_s for a, b in zip(bounds, bounds[1:])]
+    fwd, bwd = split_chunks(chunk_s, [sum(units.forward_s[a:b]) for a, b in zip(bounds, bounds[1:])], per_chunk_s)
     tau = [sum(chunk_s[r::run.pp]) for r in range(run.pp)]
-    layout = Layout(pp=run.pp, vp=run.vp, num_microbatches=run.num_microbatches, schedule=run.schedule)
-    return pipeline_s(tau, chunk_s, layout), [run.num_microbatches * t for t in tau]
+    return pipeline_s(tau, chunk_s, _run_layout(run)), fwd, bwd
 
 
 def _chunk_s(costs: PipelineCosts, interleaved: bool) -> float:
@@ -111,15 +164,15 @@ def per_chunk_s(costs: PipelineCosts, layout: Layout) -> float:
     return _chunk_s(costs, layout.vp > 1)
 
 
-def _relief(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
-    pipe, busy = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
-    return pipeline_relief(costs, busy, pipe)
+def _relief(run: PipelineTiming, units: UnitTimes, costs: PipelineCosts) -> float:
+    pipe, fwd, bwd = modelled_pipeline(run, units, _chunk_s(costs, run.vp > 1))
+    return pipeline_relief(costs, fwd, bwd, _run_layout(run), pipe)
 
 
-def predicted_step_s(run: PipelineTiming, unit_s: list[float], costs: PipelineCosts) -> float:
+def predicted_step_s(run: PipelineTiming, units: UnitTimes, costs: PipelineCosts) -> float:
     """What the measured terms say ``run`` takes (module docstring)."""
-    pipe, _ = modelled_pipeline(run, unit_s, _chunk_s(costs, run.vp > 1))
-    return _relief(run, unit_s, costs) * pipe + costs.per_step_s
+    pipe, _, _ = modelled_pipeline(run, units, _chunk_s(costs, run.vp > 1))
+    return _relief(run, units, costs) * pipe + costs.per_step_s
 
 
 def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> PipelineCosts | None:
@@ -156,12 +209,12 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
     runs = [t for t in runs if t.mbs == mbs and pp in (0, t.pp)]
     if not runs:
         return None
-    unit_s = _unit_times(profile, world, mbs)
-    if unit_s is None:
+    units = _unit_times(profile, world, mbs)
+    if units is None:
         return None
     lone = [t.reference_s / t.lone_reference_s for t in runs if t.lone_reference_s > 0 and t.reference_s > 0]
-    s = max(1.0, sorted(lone)[len(lone) // 2]) if lone else _slowdown(profile, world, mbs, unit_s)
-    base = [modelled_pipeline(t, unit_s, 0.0)[0] for t in runs]
+    s = max(1.0, sorted(lone)[len(lone) // 2]) if lone else _slowdown(profile, world, mbs, units)
+    base = [modelled_pipeline(t, units, 0.0)[0] for t in runs]
     slope = [t.num_microbatches * t.vp + t.pp - 1 for t in runs]
     interleaved = [t.vp > 1 for t in runs]
     unknowns = (3 if any(interleaved) else 2) + 1          # the linear terms and e
@@ -170,7 +223,7 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
     for e in grid:
         costs = PipelineCosts(world=world, mbs=mbs, per_chunk_s=0.0, idle_share=e, slowdown=s, pp=pp)
         for _ in range(RELIEF_ITERATIONS):
-            relief = [_relief(t, unit_s, costs) for t in runs]
+            relief = [_relief(t, units, costs) for t in runs]
             rows = [[rl * kk / t.step_s if not v else 0.0, rl * kk / t.step_s if v else 0.0, 1.0 / t.step_s]
                     for t, rl, kk, v in zip(runs, relief, slope, interleaved)]
             ys = [1.0 - rl * b / t.step_s for t, rl, b in zip(runs, relief, base)]
@@ -178,11 +231,11 @@ def fit_pipeline_costs(profile: ModelProfile, world: int, pp: int = 0) -> Pipeli
             if not any(interleaved):
                 av = a1
             costs = replace(costs, per_chunk_s=a1, per_chunk_interleaved_s=av, per_step_s=c)
-        err = sum(((predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s) ** 2 for t in runs)
+        err = sum(((predicted_step_s(t, units, costs) - t.step_s) / t.step_s) ** 2 for t in runs)
         if best is None or err < best[0] - 1e-12:
             best = (err, costs)
     costs = best[1]
-    worst = max(abs(predicted_step_s(t, unit_s, costs) - t.step_s) / t.step_s for t in runs)
+    worst = max(abs(predicted_step_s(t, units, costs) - t.step_s) / t.step_s for t in runs)
     return replace(costs, slowdown=round(s, 4), fit_error=round(worst, 4))
 
 

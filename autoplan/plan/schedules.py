@@ -283,6 +283,67 @@ def relief_at(slowdown: float, busy_s: list[float], pipeline_s: float) -> float:
     return max(1.0 / slowdown, min(1.0, u))
 
 
+def op_dependency(op: tuple[str, int, int], n_chunks: int) -> tuple[str, int, int] | None:
+    """The operation whose output ``op`` (``("F" | "B", chunk, micro-batch)``) needs: a forward the
+    previous chunk's forward of its micro-batch, a backward the next chunk's backward (the last chunk's
+    backward its own forward); None for the first chunk's forwards."""
+    kind, j, i = op
+    if kind == "F":
+        return ("F", j - 1, i) if j > 0 else None
+    return ("B", j + 1, i) if j < n_chunks - 1 else ("F", j, i)
+
+
+def shared_cores_pipeline_s(forward_s: list[float], backward_s: list[float], *, pp: int, vp: int, m: int,
+                            schedule: str, slowdown: float, idle_share: float) -> float:
+    """Length of the pipeline part of a step whose ranks share cores, moment by moment.
+
+    ``forward_s[j]``, ``backward_s[j]``: chunk j's forward and backward per micro-batch as measured with
+    every process busy (chunk j on rank ``j % pp``). The schedule's own order runs
+    (:func:`schedule_order`, an operation starts when its rank is free and its input is there, as
+    :func:`autoplan.plan.timeline.simulate_pipeline` draws it), and at every moment the k busy ranks share
+    what the cores give (processor sharing)::
+
+        speed = min(1, (pp / s) / (k + (1 - e) * (pp - k)))     of a rank's speed alone
+
+    ``s`` (``slowdown``): every process busy runs s times slower than one alone, so the cores give
+    pp/s ranks' worth of speed alone; ``e`` (``idle_share``): how much of its core a waiting rank
+    leaves to the others. With every rank busy each runs at its measured in-group speed (1/s of
+    alone); a rank that runs while others wait goes faster, never faster than alone. Data-parallel,
+    tensor- and context-parallel replicas of the pipeline run the same schedule in step, so the ratio
+    holds for the whole group. :func:`relief_at` spreads the same capacity over the step as an
+    average (every moment as busy as the mean); this follows the fill, the drain and the waits of the
+    schedule's order as they fall, where only some ranks run."""
+    n_chunks = pp * vp
+    orders = [schedule_order(schedule, pp=pp, vp=vp, m=m, rank=r) for r in range(pp)]
+    capacity = pp / slowdown
+    pos = [0] * pp
+    left: list[float | None] = [None] * pp         # alone-seconds left of the running operation
+    done: set[tuple[str, int, int]] = set()
+    t = 0.0
+    while True:
+        for r in range(pp):
+            if left[r] is None and pos[r] < len(orders[r]):
+                op = orders[r][pos[r]]
+                dep = op_dependency(op, n_chunks)
+                if dep is None or dep in done:
+                    left[r] = (forward_s if op[0] == "F" else backward_s)[op[1]] / slowdown
+        busy = [r for r in range(pp) if left[r] is not None]
+        if not busy:
+            break
+        speed = min(1.0, capacity / (len(busy) + (1.0 - idle_share) * (pp - len(busy))))
+        dt = min(left[r] for r in busy) / speed
+        t += dt
+        for r in busy:
+            left[r] -= dt * speed
+            if left[r] <= 1e-12 * (1.0 + dt):
+                done.add(orders[r][pos[r]])
+                pos[r] += 1
+                left[r] = None
+    if any(pos[r] < len(orders[r]) for r in range(pp)):
+        raise InputError(f"schedule {schedule} deadlocks with pp={pp} vp={vp} m={m}")
+    return t
+
+
 def inflight_microbatches(layout: PipelineShape, rank: int) -> float:
     """Micro-batches of activations pipeline rank ``rank`` holds at its peak when its layers are
     spread evenly over its chunks: the largest total of :func:`inflight_vectors` over vp

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import InputError
 from autoplan.plan.memory import boundary_crossings
-from autoplan.plan.schedules import schedule_order
+from autoplan.plan.schedules import op_dependency, schedule_order
 from autoplan.plan.plan import Layout, Prediction
 
 BAR_KINDS = ("forward", "recompute", "backward", "p2p", "bubble", "model_margin", "dp_sync", "optimizer", "wait",
@@ -180,17 +180,11 @@ def simulate_pipeline(chunks: list[ChunkTimes], *, pp: int, vp: int, m: int, sch
     waiting: dict[tuple[str, int, int], list[int]] = {}
     ready = list(range(pp))
 
-    def dependency(op: tuple[str, int, int]) -> tuple[str, int, int] | None:
-        kind, j, i = op
-        if kind == "F":
-            return ("F", j - 1, i) if j > 0 else None
-        return ("B", j + 1, i) if j < n_chunks - 1 else ("F", j, i)
-
     while ready:
         r = ready.pop()
         while pos[r] < len(orders[r]):
             op = orders[r][pos[r]]
-            dep = dependency(op)
+            dep = op_dependency(op, n_chunks)
             if dep is not None and dep not in done:
                 waiting.setdefault(dep, []).append(r)
                 break

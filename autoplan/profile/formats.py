@@ -183,8 +183,8 @@ class PipelineCosts:
     """per chunk and micro-batch under 1F1B (and GPipe): its forward and backward actions in the
     schedule, the messages they send and receive and the waits between (beyond the layers' in-group time)"""
     idle_share: float
-    """in [0, 1]: how much of the shared-device relief (:func:`autoplan.plan.schedules.shared_device_relief`)
-    the runs showed: 1 = a waiting rank leaves its whole core to the others, 0 = nothing"""
+    """in [0, 1]: how much of its core a waiting rank leaves to the busy ones, as the runs showed
+    (:func:`autoplan.plan.pipeline_costs.pipeline_relief`): 1 = all of it, 0 = nothing"""
     per_chunk_interleaved_s: float = 0.0
     """the same under interleaved 1F1B (torch's ``ScheduleInterleaved1F1B`` runs its actions through
     another code path than ``Schedule1F1B``: measured apart)"""
@@ -197,6 +197,11 @@ class PipelineCosts:
     pp: int = 0
     """the pipeline depth of the runs it was derived from (0: every run of the world, as profiles
     made before depths were measured apart hold it)"""
+    relief_model: str = "shared_cores"
+    """how the fit had waiting ranks lend their cores: ``shared_cores`` (moment by moment along the
+    schedule, :func:`autoplan.plan.schedules.shared_cores_pipeline_s`; since 2026-12-06) or
+    ``step_average`` (over the step as an average, profiles made before, read so when the key is
+    absent; the planner fits those again from the profile's runs)"""
 
 
 @dataclass
@@ -530,7 +535,19 @@ def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
         per_step_s=as_float(c.get("per_step_s", 0.0), f"{where}.per_step_s"),
         slowdown=as_float(c.get("slowdown", 1.0), f"{where}.slowdown", minimum=1.0),
         fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"),
-        pp=as_int(c.get("pp", 0), f"{where}.pp", minimum=0, maximum=MAX_DEVICES))
+        pp=as_int(c.get("pp", 0), f"{where}.pp", minimum=0, maximum=MAX_DEVICES),
+        relief_model=_relief_model(c.get("relief_model", "step_average"), f"{where}.relief_model"))
+
+
+RELIEF_MODELS = ("shared_cores", "step_average")
+"""the values of :attr:`PipelineCosts.relief_model`"""
+
+
+def _relief_model(value: Any, where: str) -> str:
+    value = as_str(value, where)
+    if value not in RELIEF_MODELS:
+        raise InputError(f"{where} must be one of {'|'.join(RELIEF_MODELS)}, got {short_repr(value)}")
+    return value
 
 
 def _group_timing(g: Any, where: str) -> GroupTiming:
