@@ -270,13 +270,15 @@ def shared_device_relief(cluster: ClusterProfile, busy_s: list[float], pipeline_
 
         relief = max(1/s, min(1, u)),   u = sum_r busy_r / (pp * pipeline)
 
-    1 without pipelining, and on devices that do not share (GPUs: s = 1)."""
+    1 without pipelining, and on devices that do not share (GPUs: s = 1). This is the relief of a
+    model profile without pipelines measured in groups of the cluster's size; where it has them, the
+    cost model follows the schedule moment by moment with what they showed
+    (:func:`autoplan.plan.pipeline_costs.pipeline_relief`, :func:`shared_cores_pipeline_s`)."""
     return relief_at(cluster.device.compute_slowdown, busy_s, pipeline_s)
 
 
 def relief_at(slowdown: float, busy_s: list[float], pipeline_s: float) -> float:
-    """:func:`shared_device_relief` for a device ``slowdown`` s (the cluster's, or the one measured
-    pipelines showed: :mod:`autoplan.plan.pipeline_costs`)."""
+    """:func:`shared_device_relief` for a device ``slowdown`` s."""
     if slowdown <= 1.0 or len(busy_s) < 2 or pipeline_s <= 0:
         return 1.0
     u = sum(busy_s) / (len(busy_s) * pipeline_s)
