@@ -168,6 +168,14 @@ def as_str(value: Any, what: str) -> str:
     return value
 
 
+def as_choice(value: Any, what: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices`` (strings), else InputError naming ``what`` and listing them."""
+    value = as_str(value, what)
+    if value not in choices:
+        raise InputError(f"{what} must be one of {'|'.join(choices)}, got {short_repr(value)}")
+    return value
+
+
 def as_dict(value: Any, what: str) -> dict:
     if not isinstance(value, dict):
         raise InputError(f"{what} must be a JSON object, got {type(value).__name__}")

@@ -153,7 +153,7 @@ from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
 from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
-from autoplan.plan.pipeline_costs import forward_share, per_chunk_s, pipeline_costs_for, pipeline_relief, split_chunks
+from autoplan.plan.pipeline_costs import forward_shares, per_chunk_s, pipeline_costs_for, pipeline_relief, split_chunks
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
 from autoplan.plan.training import TrainingConfig
@@ -196,15 +196,16 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     chunk_s = [0.0] * (p * v)
     chunk_fwd = [0.0] * (p * v)          # the forward part of chunk_s (the shared-cores relief needs it)
     pipe = pipeline_costs_for(profile, cluster.world_size, p) if p > 1 and in_group_world(profile, cluster) else None
-    kind_of = {info.name: info.kind for info in profile.layers} if pipe is not None else {}
+    if pipe is not None:
+        share = forward_shares(profile, layout.mbs, cluster.world_size)
+        forward_share_of = {info.name: share[info.kind] for info in profile.layers}
     for j, st in enumerate(layout.stages):
         r = j % p
         for n in st:
             c = costs[n]
             chunk_s[j] += c.per_microbatch_s
             if pipe is not None:
-                chunk_fwd[j] += (c.compute_s * forward_share(profile, kind_of[n], layout.mbs, cluster.world_size)
-                                 + (c.tp_comm_s + c.cp_comm_s) / 2)
+                chunk_fwd[j] += c.compute_s * forward_share_of[n] + (c.tp_comm_s + c.cp_comm_s) / 2
             comp[r] += c.compute_s
             reco[r] += c.recompute_s
             tpc[r] += c.tp_comm_s

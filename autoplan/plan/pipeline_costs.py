@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from autoplan.plan.plan import Layout
 from autoplan.plan.schedules import pipeline_s, pipeline_schedule, shared_cores_pipeline_s
-from autoplan.profile.formats import ModelProfile, PipelineCosts, PipelineTiming, nearest_depth
+from autoplan.profile.formats import RELIEF_MODELS, ModelProfile, PipelineCosts, PipelineTiming, nearest_depth
 
 IDLE_SHARE_GRID = 20
 """the fit tries idle_share = k / IDLE_SHARE_GRID, k = 0..IDLE_SHARE_GRID (where the runs can tell)"""
@@ -49,7 +49,7 @@ FIT_ERROR_LIMIT = 0.25
 used: the runs contradict each other (a machine whose load changed between them)"""
 RELIEF_ITERATIONS = 6
 """rounds of (relief from the terms, terms from the relief) per idle_share"""
-RELIEF_MODEL = "shared_cores"
+RELIEF_MODEL = RELIEF_MODELS[0]
 """how this fit has waiting ranks lend their cores (:attr:`~autoplan.profile.formats.PipelineCosts.relief_model`)"""
 
 
@@ -102,13 +102,15 @@ def split_chunks(chunk_s: list[float], chunk_forward_s: list[float], per_chunk: 
     return fwd, [c - f for c, f in zip(chunk_s, fwd)]
 
 
-def forward_share(profile: ModelProfile, kind: str, mbs: int, world: int) -> float:
-    """The forward share of a layer kind's forward + backward, in groups of ``world`` where measured so
-    (else alone) at ``mbs``."""
-    k = profile.kinds[kind]
-    t = k.group_timing(mbs, world=world) or k.timing(mbs)
-    total = t.forward_s + t.backward_s
-    return t.forward_s / total if total > 0 else 0.5
+def forward_shares(profile: ModelProfile, mbs: int, world: int) -> dict[str, float]:
+    """Each layer kind's forward share of its forward + backward at ``mbs``, in groups of ``world`` where
+    measured so (else alone)."""
+    out = {}
+    for name, k in profile.kinds.items():
+        t = k.group_timing(mbs, world=world) or k.timing(mbs)
+        total = t.forward_s + t.backward_s
+        out[name] = t.forward_s / total if total > 0 else 0.5
+    return out
 
 
 @dataclass(frozen=True)
@@ -125,13 +127,14 @@ def _unit_times(profile: ModelProfile, world: int, mbs: int) -> UnitTimes | None
     figures for ``world``."""
     from autoplan.plan.coefficient_sources import composition_factors
     f_c, _ = composition_factors(profile, world, mbs)
+    share = forward_shares(profile, mbs, world)
     total, forward = [], []
     for info in profile.layers:
         g = profile.kinds[info.kind].group_timing(mbs, world=world)
         if g is None:
             return None
         total.append((g.forward_s + g.backward_s) * f_c)
-        forward.append(total[-1] * forward_share(profile, info.kind, mbs, world))
+        forward.append(total[-1] * share[info.kind])
     return UnitTimes(total, forward)
 
 

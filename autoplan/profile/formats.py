@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from autoplan.errors import InputError
-from autoplan.jsonio import (as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
+from autoplan.jsonio import (as_choice, as_dict, as_float, as_int, as_list, as_str, check_schema, read_json, require, short_repr,
                              write_json_atomic)
 
 MODEL_PROFILE_VERSION = 1
@@ -169,6 +169,10 @@ class PipelineTiming:
     lone_reference_s`` is how much a rank gains while the others wait (the relief's floor)"""
 
 
+RELIEF_MODELS = ("shared_cores", "step_average")
+"""the values of :attr:`PipelineCosts.relief_model`; the first is the one today's fit derives"""
+
+
 @dataclass(frozen=True)
 class PipelineCosts:
     """What a pipeline step costs beyond its layers' own time on ``world`` processes, derived from
@@ -197,7 +201,7 @@ class PipelineCosts:
     pp: int = 0
     """the pipeline depth of the runs it was derived from (0: every run of the world, as profiles
     made before depths were measured apart hold it)"""
-    relief_model: str = "shared_cores"
+    relief_model: str = RELIEF_MODELS[0]
     """how the fit had waiting ranks lend their cores: ``shared_cores`` (moment by moment along the
     schedule, :func:`autoplan.plan.schedules.shared_cores_pipeline_s`; since 2026-12-06) or
     ``step_average`` (over the step as an average, profiles made before, read so when the key is
@@ -464,9 +468,7 @@ class ModelProfile:
             if order[a] >= order[b]:
                 raise InputError(f"{source}: edge {short_repr(a)} -> {short_repr(b)} goes backwards: layers must be "
                                  f"listed in execution order")
-        precision = as_str(require(d, "precision", source), f"{source}: precision")
-        if precision not in PRECISIONS:
-            raise InputError(f"{source}: precision must be one of {'|'.join(PRECISIONS)}, got {short_repr(precision)}")
+        precision = as_choice(require(d, "precision", source), f"{source}: precision", PRECISIONS)
         return cls(model_spec=spec, shape=shape, precision=precision,
                    seq_len=as_int(require(d, "seq_len", source), f"{source}: seq_len", minimum=1, maximum=MAX_SEQ_LEN),
                    layers=layers, edges=edges, kinds=kinds,
@@ -536,18 +538,7 @@ def _pipeline_costs(c: Any, where: str) -> PipelineCosts:
         slowdown=as_float(c.get("slowdown", 1.0), f"{where}.slowdown", minimum=1.0),
         fit_error=as_float(c.get("fit_error", 0.0), f"{where}.fit_error"),
         pp=as_int(c.get("pp", 0), f"{where}.pp", minimum=0, maximum=MAX_DEVICES),
-        relief_model=_relief_model(c.get("relief_model", "step_average"), f"{where}.relief_model"))
-
-
-RELIEF_MODELS = ("shared_cores", "step_average")
-"""the values of :attr:`PipelineCosts.relief_model`"""
-
-
-def _relief_model(value: Any, where: str) -> str:
-    value = as_str(value, where)
-    if value not in RELIEF_MODELS:
-        raise InputError(f"{where} must be one of {'|'.join(RELIEF_MODELS)}, got {short_repr(value)}")
-    return value
+        relief_model=as_choice(c.get("relief_model", "step_average"), f"{where}.relief_model", RELIEF_MODELS))
 
 
 def _group_timing(g: Any, where: str) -> GroupTiming:
