@@ -1,6 +1,6 @@
 """Re-predict every stored fidelity workload with the current code; judge the model's pick on the
 pooled in-turn medians (confirmed + judged jobs, geometric mean), and on job 1 alone."""
-import json, sys, glob, os, statistics as st, copy, math
+import json, sys, glob, os, statistics as st, math, tempfile
 import autoplan.plan.pipeline_costs as pc
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
@@ -29,17 +29,33 @@ def judged(wl):
     stored workload"""
     d, once, j1, j2 = load_runs(wl)
     return once, pooled(j1, j2), problem(wl, d)
+def refitted_problem(wl, d, refit=True):
+    """The planning problem of a stored workload, its profile's pipeline costs fitted again from its runs
+    by the code on the path (``refit``; else as stored), through a temporary copy of the profile"""
+    p = ModelProfile.load(f"{wl}/model.json")
+    if refit:
+        p.pipeline_costs = [c for c in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in p.pipeline_costs) if c]
+    path = os.path.join(tempfile.mkdtemp(), "model.json")
+    p.save(path)
+    return problem(wl, d, path)
+def centred_residuals(wl):
+    """[(layout, log(measured / predicted) minus the workload's mean)] of a stored workload's once-measured
+    layouts, predicted on its refitted problem (:func:`refitted_problem`)"""
+    d, once, _, _ = load_runs(wl)
+    pb = refitted_problem(wl, d)
+    rows = []
+    for r in once.values():
+        L = Layout.from_dict(r["layout"])
+        _, pr = estimate_problem(pb, L)
+        rows.append((L, math.log(r["measured"]["step_time_s"] / pr.step_time_s)))
+    mid = st.mean(x for _, x in rows)
+    return [(L, x - mid) for L, x in rows]
 def evaluate(wls, refit=True, verbose=True):
     res=[]
     for wl in wls:
         d, once, j1, j2 = load_runs(wl)
         pool = pooled(j1, j2)
-        base = ModelProfile.load(f"{wl}/model.json")
-        p = copy.deepcopy(base)
-        if refit:
-            p.pipeline_costs = [c2 for c2 in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in base.pipeline_costs) if c2]
-        p.save("/tmp/v_model.json")
-        pb = problem(wl, d, "/tmp/v_model.json")
+        pb = refitted_problem(wl, d, refit)
         pred={}
         for k,r in once.items():
             _, pr = estimate_problem(pb, Layout.from_dict(r["layout"]))
