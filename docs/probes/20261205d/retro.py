@@ -50,27 +50,39 @@ def centred_residuals(wl):
         rows.append((L, math.log(r["measured"]["step_time_s"] / pr.step_time_s)))
     mid = st.mean(x for _, x in rows)
     return [(L, x - mid) for L, x in rows]
+def argmin_pick(pred):
+    """The model's pick among the measured layouts, as fidelity does: the predicted fastest.
+    ``pred``: {layout key: (predicted step s, Layout)}"""
+    return min(pred, key=lambda k: pred[k][0])
+def judge_workload(wl, refit=True, pick=argmin_pick):
+    """(wl, the pick's key, its miss on the pooled in-turn medians, on job 1 alone, the mean abs. error of
+    the once-measured layouts) of one stored workload, predicted on its refitted problem
+    (:func:`refitted_problem`), the pick made by ``pick`` ({key: (predicted s, Layout)} -> key)"""
+    d, once, j1, j2 = load_runs(wl)
+    pool = pooled(j1, j2)
+    pb = refitted_problem(wl, d, refit)
+    pred={}
+    for k,r in once.items():
+        L = Layout.from_dict(r["layout"])
+        _, pr = estimate_problem(pb, L)
+        pred[k]=(pr.step_time_s, L)
+    ch=pick(pred)
+    errs=[pred[k][0]/once[k]["measured"]["step_time_s"]-1 for k in once]
+    miss = pool[ch]/min(pool.values())-1 if ch in pool else float('nan')
+    m1 = j1[ch]/min(j1.values())-1 if ch in j1 else float('nan')
+    return wl, ch, miss, m1, st.mean(map(abs,errs))
+def summary(res):
+    """(n, within 5% pooled, within 5% by job 1, mean error, mean pooled miss) of :func:`judge_workload` rows"""
+    return (len(res), sum(1 for r in res if r[2]<=0.05), sum(1 for r in res if r[3]<=0.05),
+            st.mean(r[4] for r in res), st.mean(r[2] for r in res if r[2]==r[2]))
 def evaluate(wls, refit=True, verbose=True):
     res=[]
     for wl in wls:
-        d, once, j1, j2 = load_runs(wl)
-        pool = pooled(j1, j2)
-        pb = refitted_problem(wl, d, refit)
-        pred={}
-        for k,r in once.items():
-            _, pr = estimate_problem(pb, Layout.from_dict(r["layout"]))
-            pred[k]=pr.step_time_s
-        # the model's pick among the top 10 (as fidelity does: the predicted fastest among measured)
-        ch=min(pred,key=pred.get)
-        meas1={k:once[k]["measured"]["step_time_s"] for k in once}
-        errs=[pred[k]/meas1[k]-1 for k in once]
-        if ch in pool: miss=pool[ch]/min(pool.values())-1
-        else: miss=float('nan')
-        m1 = j1[ch]/min(j1.values())-1 if ch in j1 else float('nan')
-        res.append((wl, ch, miss, m1, st.mean(map(abs,errs))))
-        if verbose: print(f"{wl[-18:]:18s} err {st.mean(map(abs,errs)):5.1%} pick pooled {miss:+6.1%} job1 {m1:+6.1%}  {ch}", flush=True)
-    ok=sum(1 for r in res if r[2]<=0.05); ok1=sum(1 for r in res if r[3]<=0.05)
-    print(f"n={len(res)} within5 pooled {ok} job1 {ok1}; mean err {st.mean(r[4] for r in res):.1%}; mean pooled miss {st.mean(r[2] for r in res if r[2]==r[2]):+.2%}")
+        res.append(judge_workload(wl, refit))
+        _, ch, miss, m1, err = res[-1]
+        if verbose: print(f"{wl[-18:]:18s} err {err:5.1%} pick pooled {miss:+6.1%} job1 {m1:+6.1%}  {ch}", flush=True)
+    n, ok, ok1, err, miss = summary(res)
+    print(f"n={n} within5 pooled {ok} job1 {ok1}; mean err {err:.1%}; mean pooled miss {miss:+.2%}")
     return res
 if __name__=="__main__":
     evaluate(sorted(w for a in sys.argv[1:] for w in stored_workloads(a)))
