@@ -14,13 +14,16 @@ Variants (written down at 04:30 UTC on 2026-12-06, before seed 20261247 was draw
               in-group / alone ratio (tried before as v1.py, 28/42 against 32/42)
   big_mbs2    head's predictions; among layouts predicted within 2% of the best, the largest
               micro-batch (tried before as tie.py on 42 workloads)
+Added at 07:12 UTC on 2026-12-06 (sixteenth session), before seed 20261250 was drawn:
+  fc_s        AP_FC_POOLED and AP_S_AT_MBS together (the two arms that did best on the 14 fresh
+              workloads of seeds 20261247-49: 11 / 11 and 12 / 11 within 5% pooled / job 1, head 10 / 9)
 """
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
 from retro import argmin_pick, judge_workload, stored_workloads, summary   # noqa: E402
 
 VARIANTS = {"head": {}, "fc_pooled": {"AP_FC_POOLED": "1"}, "s_at_mbs": {"AP_S_AT_MBS": "1"},
-            "big_mbs2": {}}
+            "big_mbs2": {}, "fc_s": {"AP_FC_POOLED": "1", "AP_S_AT_MBS": "1"}}
 SWITCHES = ("AP_FC_POOLED", "AP_S_AT_MBS")
 
 
