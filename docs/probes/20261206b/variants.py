@@ -17,14 +17,22 @@ Variants (written down at 04:30 UTC on 2026-12-06, before seed 20261247 was draw
 Added at 07:12 UTC on 2026-12-06 (sixteenth session), before seed 20261250 was drawn:
   fc_s        AP_FC_POOLED and AP_S_AT_MBS together (the two arms that did best on the 14 fresh
               workloads of seeds 20261247-49: 11 / 11 and 12 / 11 within 5% pooled / job 1, head 10 / 9)
+Added at 08:25 UTC on 2026-12-06 (sixteenth session), after seeds 20261250-51 were seen and before seed
+20261252 was drawn (so only 20261252 on is out of sample for it):
+  fc_runs     AP_FC_RUNS: a pipeline layout's chunks take the composition factor at the micro-batch size of
+              the pipeline runs its terms were fitted on, not at its own size (the whole model's factor
+              moves with the size by a working set a chunk of 1/pp of the layers does not have: seed
+              20261251 w1, 3 processes, f_c 0.886 at mbs 2 and 1.062 at mbs 4, where the layers' in-group
+              time per sample falls 10% from mbs 2 to 4); data-parallel layouts keep the factor at their size
 """
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
 from retro import argmin_pick, judge_workload, stored_workloads, summary   # noqa: E402
 
 VARIANTS = {"head": {}, "fc_pooled": {"AP_FC_POOLED": "1"}, "s_at_mbs": {"AP_S_AT_MBS": "1"},
-            "big_mbs2": {}, "fc_s": {"AP_FC_POOLED": "1", "AP_S_AT_MBS": "1"}}
-SWITCHES = ("AP_FC_POOLED", "AP_S_AT_MBS")
+            "big_mbs2": {}, "fc_s": {"AP_FC_POOLED": "1", "AP_S_AT_MBS": "1"},
+            "fc_runs": {"AP_FC_RUNS": "1"}}
+SWITCHES = ("AP_FC_POOLED", "AP_S_AT_MBS", "AP_FC_RUNS")
 
 
 def largest_mbs_within_2pct(pred):
