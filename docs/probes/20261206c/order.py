@@ -9,7 +9,7 @@ are timed in one job, in blocks, each block ``repeats`` rounds in one of three o
 profile's), descending, rotated each round (as ``validate`` times layouts). Printed per order: each
 size's per-sample forward+backward (median over rounds, slowest rank) and its ratio to the largest.
 """
-import argparse, statistics, sys, time
+import argparse, statistics
 import torch, torch.distributed as dist
 from autoplan.execute.group_measure import GroupProfileConfig, _Job, _whole_model_case, _pairs, _agree_max
 from autoplan.execute.measure import turn_order
