@@ -6,7 +6,8 @@ The profile (``group_measure._measure_whole_model``) times the whole model at ev
 under DDP, one sample of each per round in a fixed order (1, 2, 4, 8, ddp 1, 2, 4, 8): each size always
 follows the same other. Here the same cases (the profile's own ``_whole_model_case`` and ``_pairs``)
 are timed in one job, in blocks, each block ``repeats`` rounds in one of three orders: ascending (the
-profile's), descending, rotated each round (as ``validate`` times layouts). Printed per order: each
+profile's), descending, rotated each round (as ``validate`` times layouts); and "blocked" (added after the
+first run): each size's ``repeats`` samples one after another, as a training run repeats one size. Printed per order: each
 size's per-sample forward+backward (median over rounds, slowest rank) and its ratio to the largest.
 """
 import argparse, statistics
@@ -34,17 +35,19 @@ for c in cases:
     w = min(sum(_pairs(c, dev, 1)) for _ in range(2))
     inner.append(int(_agree_max(max(1, min(cfg.max_inner, -(-cfg.min_sample_s // max(w, 1e-9)))))))
 orders = {"ascending": lambda r: list(range(n)), "descending": lambda r: list(range(n))[::-1],
-          "rotated": lambda r: turn_order(n, r)}
+          "rotated": lambda r: turn_order(n, r), "blocked": None}
 got = {o: [[] for _ in range(n)] for o in orders}
 for b in range(a.blocks):
     for o, order in orders.items():
-        for r in range(a.repeats):
-            for k in order(r):
-                dist.barrier()
-                f, bw = _pairs(cases[k], dev, inner[k])
-                t = torch.tensor([f + bw])
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                got[o][k].append(t.item())
+        # blocked: each size's samples one after another (a training run repeats one size), sizes in turn per block
+        seq = [k for k in range(n) for _ in range(a.repeats)] if order is None else \
+            [k for r in range(a.repeats) for k in order(r)]
+        for k in seq:
+            dist.barrier()
+            f, bw = _pairs(cases[k], dev, inner[k])
+            t = torch.tensor([f + bw])
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            got[o][k].append(t.item())
 if rank == 0:
     print(f"{a.shape}: world {dist.get_world_size()}, sizes {a.mbs}, {a.blocks} blocks x {a.repeats} rounds per order")
     for o in orders:
