@@ -1,6 +1,8 @@
 """The executor's data-parallel step (measure._trainer) at two layouts, timed in turn by parts."""
-import sys, statistics as st, time, torch, torch.distributed as dist
+import sys, statistics as st, torch, torch.distributed as dist
 from autoplan.execute import measure as M
+from autoplan.execute.group_measure import _agree_max, _timed
+from autoplan.execute.token_data import model_vocab
 from autoplan.plan.plan import Plan
 from autoplan.execute.data import synthetic_batch
 torch.set_num_threads(1)
@@ -8,14 +10,15 @@ dist.init_process_group("gloo")
 plans = [Plan.load(f) for f in sys.argv[1:3]]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 16
 tr = [M._trainer(p, 0) for p in plans]
+dev = torch.device("cpu")
 def timed(fn):
-    dist.barrier(); t0 = time.perf_counter(); fn(); dt = torch.tensor([time.perf_counter() - t0])
-    dist.all_reduce(dt, op=dist.ReduceOp.MAX); return dt.item()
+    """seconds of ``fn()`` behind a barrier, the slowest rank's"""
+    return _agree_max(_timed(fn, dev))
 res = {}
 for r in range(rounds + 2):
     for k, (par, opt, one_step) in enumerate(tr):
         lay = plans[k].layout
-        tokens, labels = synthetic_batch(r, lay.global_batch, plans[k].training.seq_len, 4096, 0)
+        tokens, labels = synthetic_batch(r, lay.global_batch, plans[k].training.seq_len, model_vocab(plans[k].training.model_spec), 0)
         t, y = par.batch_slice(tokens), par.batch_slice(labels)
         parts = {}
         parts["full step"] = timed(lambda: one_step(r))

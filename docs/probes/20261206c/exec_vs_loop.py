@@ -5,11 +5,13 @@
 Per round, one step each, alternating: ``exec`` (measure._trainer's one_step: the synthetic batch, par.step,
 par.optimizer_step, zero_grad) and ``loop`` (the same module, optimizer and rows: zero_grad, per micro-batch
 the gradient-sync switch, loss / m, backward; AdamW's step). Slowest rank, median over rounds."""
-import statistics as st, sys, time
+import statistics as st, sys
 import torch, torch.distributed as dist
 from autoplan.execute import measure as M
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.dp import set_gradient_sync
+from autoplan.execute.group_measure import _agree_max, _timed
+from autoplan.execute.token_data import model_vocab
 from autoplan.plan.plan import Plan
 
 torch.set_num_threads(1)
@@ -18,8 +20,7 @@ plan = Plan.load(sys.argv[1])
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 par, opt, one_step = M._trainer(plan, 0)
 lay = plan.layout
-vocab = 4096
-tokens, labels = synthetic_batch(0, lay.global_batch, plan.training.seq_len, vocab, 0)
+tokens, labels = synthetic_batch(0, lay.global_batch, plan.training.seq_len, model_vocab(plan.training.model_spec), 0)
 t_rows, y_rows = par.batch_slice(tokens), par.batch_slice(labels)
 ddp = par.runners[0]
 
@@ -35,12 +36,8 @@ def loop():
 
 
 def timed(fn):
-    dist.barrier()
-    t0 = time.perf_counter()
-    fn()
-    dt = torch.tensor([time.perf_counter() - t0])
-    dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-    return dt.item()
+    """seconds of ``fn()`` behind a barrier, the slowest rank's"""
+    return _agree_max(_timed(fn, torch.device("cpu")))
 
 
 got = {"exec": [], "loop": []}

@@ -6,10 +6,11 @@ Each round times, in turn, one DDP + AdamW training step (zero_grad, per micro-b
 loss / m, backward; the optimizer step) of: model A at B/W/2 x 2, model B at B/W x 1 (the two models of an
 in-turn judge), then model C at B/W/2 x 2 and at B/W x 1 (one model, as benchmarks/microbatch_probe.py).
 Slowest rank, median over rounds."""
-import json, statistics as st, sys, time
+import json, statistics as st, sys
 import torch, torch.distributed as dist, torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from autoplan.execute.dp import set_gradient_sync
+from autoplan.execute.group_measure import _agree_max, _timed
 from autoplan.models.registry import build_model_from_spec, sample_tokens
 
 torch.set_num_threads(1)
@@ -41,13 +42,9 @@ cases = [("two models: A", A, 2), ("two models: B", B, 1), ("one model: C", C, 2
 got = [[] for _ in cases]
 for r in range(rounds + 2):
     for k, (_, (ddp, opt), m) in enumerate(cases):
-        dist.barrier()
-        t0 = time.perf_counter()
-        step(ddp, opt, m)
-        dt = torch.tensor([time.perf_counter() - t0])
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+        dt = _agree_max(_timed(lambda: step(ddp, opt, m), torch.device("cpu")))
         if r >= 2:
-            got[k].append(dt.item())
+            got[k].append(dt)
 if rank == 0:
     med = [st.median(g) * 1e3 for g in got]
     for (name, _, m), v in zip(cases, med):
