@@ -1,7 +1,7 @@
 """Over every stored fidelity log: does measured / predicted fall with the micro-batch size? (pairs of the same layout at two sizes; within-workload slope per micro-batch)"""
 import glob, re, os, math, collections, statistics
 rows=[]
-for f in sorted(glob.glob("/work/main/docs/probes/*/seed*.log")):
+for f in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "*", "seed*.log"))):
     cur=None; sect=None
     for line in open(f):
         m=re.match(r"== (random-\d+-\d+)(.*)",line)
