@@ -29,10 +29,10 @@ def judged(wl):
     stored workload"""
     d, once, j1, j2 = load_runs(wl)
     return once, pooled(j1, j2), problem(wl, d)
-def refitted_problem(wl, d, refit=True):
-    """The planning problem of a stored workload, its profile's pipeline costs fitted again from its runs
-    by the code on the path (``refit``; else as stored), through a temporary copy of the profile"""
-    p = ModelProfile.load(f"{wl}/model.json")
+def refitted_problem(wl, d, refit=True, model_path=None):
+    """The planning problem of a stored workload, its profile (or ``model_path``'s) with the pipeline costs
+    fitted again from its runs by the code on the path (``refit``; else as stored), through a temporary copy"""
+    p = ModelProfile.load(model_path or f"{wl}/model.json")
     if refit:
         p.pipeline_costs = [c for c in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in p.pipeline_costs) if c]
     path = os.path.join(tempfile.mkdtemp(), "model.json")
@@ -54,13 +54,14 @@ def argmin_pick(pred):
     """The model's pick among the measured layouts, as fidelity does: the predicted fastest.
     ``pred``: {layout key: (predicted step s, Layout)}"""
     return min(pred, key=lambda k: pred[k][0])
-def judge_workload(wl, refit=True, pick=argmin_pick):
+def judge_workload(wl, refit=True, pick=argmin_pick, model_path=None):
     """(wl, the pick's key, its miss on the pooled in-turn medians, on job 1 alone, the mean abs. error of
     the once-measured layouts) of one stored workload, predicted on its refitted problem
-    (:func:`refitted_problem`), the pick made by ``pick`` ({key: (predicted s, Layout)} -> key)"""
+    (:func:`refitted_problem`; ``model_path``: another profile of it), the pick made by ``pick``
+    ({key: (predicted s, Layout)} -> key)"""
     d, once, j1, j2 = load_runs(wl)
     pool = pooled(j1, j2)
-    pb = refitted_problem(wl, d, refit)
+    pb = refitted_problem(wl, d, refit, model_path)
     pred={}
     for k,r in once.items():
         L = Layout.from_dict(r["layout"])

@@ -11,19 +11,27 @@ FILES = [os.path.join(HERE, "..", "20261206b", f"variants_s{s}.out") for s in (4
 FRESH_FROM = {"head": 20261247, "fc_pooled": 20261247, "s_at_mbs": 20261247, "big_mbs2": 20261247,
               "fc_s": 20261250, "fc_runs": 20261252}     # the first seed drawn after each arm's commit
 LINE = re.compile(r"^(\w+)\s+\S*?d(\d{8})/(w\d) err\s+\S+ pick pooled\s+([+-]\S+)% job1\s+([+-]\S+)%")
-got = collections.defaultdict(dict)
-for f in FILES:
-    for line in open(f):
-        m = LINE.match(line)
-        if m:
-            arm, seed, w, pooled, job1 = m.groups()
-            got[arm][(int(seed), w)] = (float(pooled) <= 5, float(job1) <= 5)
-for arm, first in FRESH_FROM.items():
-    keys = [k for k in got[arm] if k[0] >= first and k in got["head"]]
-    for j, judge in enumerate(("pooled", "job 1")):
-        a = sum(got[arm][k][j] for k in keys)
-        h = sum(got["head"][k][j] for k in keys)
-        only_arm = sum(got[arm][k][j] and not got["head"][k][j] for k in keys)
-        only_head = sum(got["head"][k][j] and not got[arm][k][j] for k in keys)
-        print(f"{arm:9s} {len(keys):2d} fresh workloads (seeds {first}-), {judge:6s}: arm {a:2d}, head {h:2d}; "
-              f"only the arm {only_arm}, only head {only_head}")
+
+
+def main(files):
+    """Print each arm against head on its fresh workloads in the variants.py outputs ``files``."""
+    got = collections.defaultdict(dict)
+    for f in files:
+        for line in open(f):
+            m = LINE.match(line)
+            if m:
+                arm, seed, w, pooled, job1 = m.groups()
+                got[arm][(int(seed), w)] = (float(pooled) <= 5, float(job1) <= 5)
+    for arm, first in FRESH_FROM.items():
+        keys = [k for k in got[arm] if k[0] >= first and k in got["head"]]
+        for j, judge in enumerate(("pooled", "job 1")):
+            a = sum(got[arm][k][j] for k in keys)
+            h = sum(got["head"][k][j] for k in keys)
+            only_arm = sum(got[arm][k][j] and not got["head"][k][j] for k in keys)
+            only_head = sum(got["head"][k][j] and not got[arm][k][j] for k in keys)
+            print(f"{arm:9s} {len(keys):2d} fresh workloads (seeds {first}-), {judge:6s}: arm {a:2d}, head {h:2d}; "
+                  f"only the arm {only_arm}, only head {only_head}")
+
+
+if __name__ == "__main__":
+    main(FILES)

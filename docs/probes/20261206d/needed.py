@@ -15,6 +15,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from retro import key, load_runs, pooled   # noqa: E402
 
 
+def in_turn_median_sds(runs, rng):
+    """The bootstrap sd (of the log) of each in-turn median a stored runs.json holds (both jobs; layouts timed
+    at least 6 steps in turn), 200 resamples of its steps each."""
+    out = []
+    for c in runs.get("confirmed", []) + runs.get("judged", []):
+        xs = c["measured"].get("in_turn_s") or []
+        if len(xs) >= 6:
+            m = st.median(xs)
+            out.append(st.pstdev([math.log(st.median(rng.choices(xs, k=len(xs))) / m) for _ in range(200)]))
+    return out
+
+
 def main(patterns):
     wls = sorted(w for a in patterns for w in glob.glob(a) if os.path.exists(w + "/runs.json"))
     truths, resid, boots = [], [], []
@@ -29,11 +41,7 @@ def main(patterns):
         x = [math.log(pred[k] / pool[k]) for k in pool if k in pred]
         mu = st.mean(x)
         resid += [v - mu for v in x]
-        for c in d.get("confirmed", []) + d.get("judged", []):
-            xs = c["measured"].get("in_turn_s") or []
-            if len(xs) >= 6:
-                m = st.median(xs)
-                boots.append(st.pstdev([math.log(st.median(rng.choices(xs, k=len(xs))) / m) for _ in range(200)]))
+        boots += in_turn_median_sds(d, rng)
     s_judge = st.median(boots)
     s_model = st.pstdev(resid)
     print(f"{len(truths)} workloads; the judge's sd per layout (one 12-step in-turn median) {s_judge:.3f}; "

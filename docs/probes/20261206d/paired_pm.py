@@ -5,12 +5,10 @@
 Each stored workload's layouts re-predicted twice: with its model profile as measured (pipelines at two
 micro-batch sizes: the arm) and with the larger size's pipeline runs and costs removed (what head fits:
 the runs at the smallest size only). The pick (the predicted fastest of the measured layouts) judged on
-job 1's in-turn medians and on both jobs pooled, as ../20261205d/retro.py does."""
+job 1's in-turn medians and on both jobs pooled (../20261205d/retro.py's judge_workload, profiles as stored)."""
 import os, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
-from retro import argmin_pick, load_runs, pooled, problem, stored_workloads   # noqa: E402
-from autoplan.plan.api import estimate_problem   # noqa: E402
-from autoplan.plan.plan import Layout   # noqa: E402
+from retro import judge_workload, stored_workloads   # noqa: E402
 from autoplan.profile.formats import ModelProfile   # noqa: E402
 
 
@@ -25,27 +23,12 @@ def head_profile(wl):
     return path
 
 
-def judge(wl, model_path):
-    d, once, j1, j2 = load_runs(wl)
-    pool = pooled(j1, j2)
-    pb = problem(wl, d, model_path)
-    pred = {}
-    for k, r in once.items():
-        L = Layout.from_dict(r["layout"])
-        pred[k] = (estimate_problem(pb, L)[1].step_time_s, L)
-    ch = argmin_pick(pred)
-    errs = [abs(pred[k][0] / once[k]["measured"]["step_time_s"] - 1) for k in once]
-    miss = pool[ch] / min(pool.values()) - 1 if ch in pool else float("nan")
-    m1 = j1[ch] / min(j1.values()) - 1 if ch in j1 else float("nan")
-    return ch, miss, m1, sum(errs) / len(errs)
-
-
 def main(patterns):
     wls = sorted(w for a in patterns for w in stored_workloads(a))
     tot = {"arm": [0, 0, 0.0], "head": [0, 0, 0.0]}
     for wl in wls:
         for name, path in (("arm", None), ("head", head_profile(wl))):
-            ch, miss, m1, err = judge(wl, path)
+            _, ch, miss, m1, err = judge_workload(wl, refit=False, model_path=path)
             tot[name][0] += miss <= 0.05
             tot[name][1] += m1 <= 0.05
             tot[name][2] += err
