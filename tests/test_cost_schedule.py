@@ -67,6 +67,9 @@ def test_peak_moments_gradients_from_first_backward():
     # 1F1B, pp=4: at m = pp the first rank runs every forward before a backward, so its four
     # micro-batches never meet its gradients; with a steady state (m > pp) they do
     assert peak_moments("1f1b", 4, 1, 4, 0) == (((3,), (1,)), ((4,), (0,)))
+    # no pipeline: one micro-batch's forward ends before any gradient is made; a later one's meets them
+    assert peak_moments("1f1b", 1, 1, 1, 0) == (((1,), (0,)),)
+    assert peak_moments("1f1b", 1, 1, 4, 0) == (((1,), (1,)),)
     assert peak_moments("1f1b", 4, 1, 8, 0) == (((4,), (1,)),)
     assert peak_moments("1f1b", 4, 1, 4, 1) == (((3,), (1,)),)
     assert peak_moments("gpipe", 4, 1, 8, 2) == (((7,), (1,)), ((8,), (0,)))

@@ -169,4 +169,4 @@ def show(
         return
     typer.echo(f"wrote {out}: {fig.layout.short()}, step {tl.step_time_s * 1e3:.3f} ms drawn "
                f"(predicted {fig.predicted.step_time_s * 1e3:.3f} ms), peak memory "
-               f"{max(sum(d.values()) for d in fig.memory_by_rank_bytes) / 2**20:.1f} MiB of {fig.budget_bytes / 2**20:.0f} MiB")
+               f"{fig.predicted.peak_memory_bytes / 2**20:.1f} MiB of {fig.budget_bytes / 2**20:.0f} MiB")

@@ -83,15 +83,29 @@ class LayerCost:
     """what this layer holds on one device during the optimizer step, when activations and
     autocast's weight copies are gone: parameters, gradients, optimizer state and the optimizer's
     temporaries (foreach AdamW's sqrt(v) buffer on CUDA)"""
+    optimizer_transient_bytes: int = 0
+    """what the optimizer step holds for this layer at a time beyond ``optimizer_phase_bytes``:
+    AdamW tensor by tensor (torch's single-tensor path, the default on CPU) makes sqrt(v) and its
+    quotient, two temporaries of the largest parameter tensor's size (its local shard under TP and
+    FSDP): the embedding's and head's whole weight, a block's largest matrix (hidden x ffn_hidden
+    from the shape, else the block's parameters). The device holds one layer's at a time, the
+    largest (``cost.evaluate``); 0 on CUDA, where foreach AdamW's buffer is in ``optimizer_phase_bytes``"""
     late_grad_bytes: int = 0
     """the part of ``static_bytes`` that is gradients the step's first backward of the layer makes:
-    autoplan's executor with a pipeline sets gradients to None after the optimizer step
-    (``zero_grad(set_to_none=True)``) and holds no gradient buckets there (FSDP2's accumulated and
-    sharded gradients are made by backward too), so a rank's moments before a chunk's first
-    backward (the warm-up's forwards) are without them (:func:`autoplan.plan.schedules.peak_moments`).
-    0 without a pipeline (one micro-batch in flight: ``grads_replace_acts`` or accumulated
-    gradients) and for other stacks: Megatron's contiguous gradient buffer and DeepSpeed's
+    autoplan's executor sets gradients to None after the optimizer step
+    (``zero_grad(set_to_none=True)``; FSDP2's accumulated and sharded gradients are made by backward
+    too), so a rank's moments before a chunk's first backward (the warm-up's forwards; without a
+    pipeline, the end of a step's only forward) are without them
+    (:func:`autoplan.plan.schedules.peak_moments`). DDP's buckets are not among them: DDP allocates
+    them when it wraps the model. 0 where ``grads_replace_acts`` (``static_bytes`` holds no
+    gradients then) and for other stacks: Megatron's contiguous gradient buffer and DeepSpeed's
     exist from the start"""
+    fsdp_unit: str = ""
+    """under autoplan's executor at ZeRO-3 (FSDP2 ``fully_shard`` with resharding,
+    :mod:`autoplan.execute.dp`), the unit whose parameters are gathered together: "block" (each
+    transformer block is its own unit) or "root" (the layers that are not blocks, embedding and
+    head, are one unit per pipeline chunk: its module's own); "" otherwise. The workspace follows
+    the units (:func:`autoplan.plan.memory.transient_bytes`, :func:`autoplan.plan.memory.rank_backward_end_bytes`)"""
 
     @property
     def per_microbatch_s(self) -> float:
@@ -168,6 +182,8 @@ class _Shared:
     """what the pipelines measured in groups of ``world`` processes cost beyond their layers"""
     output_kinds: frozenset[str]
     """kinds of the layers that make the model's output (the logits: the loss's input)"""
+    block_kinds: frozenset[str]
+    """kinds of the layers that are transformer blocks (``block.<i>``: FSDP2 units of their own)"""
     interference: float
     """compute lost per second of a data-parallel collective hidden behind it (software stacks only:
     :func:`~autoplan.plan.coefficient_sources.overlap_interference`)"""
@@ -209,6 +225,7 @@ def _shared(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, trai
         world=world, f_compute=f_compute, f_optimizer=f_optimizer,
         pipe=pipeline_costs_for(profile, world, pp) if world and pp > 1 else None,
         output_kinds=_output_kinds(profile),
+        block_kinds=frozenset(info.kind for info in profile.layers if info.name.startswith("block.")),
         interference=overlap_interference(cluster) if stack is not None and stack.dp_overlap else 0.0,
         ddp_s_per_param=in_group_ddp_s_per_param(profile, layout, world) if world and ddp else None)
 
@@ -273,9 +290,30 @@ def _kind_cost(sh: _Shared, kind_name: str, kind) -> LayerCost:
         backward_transient_bytes=int(math.ceil(_loss_gradient_bytes(sh, kind_name, out_b))),
         fp8_workspace_bytes=int(math.ceil(params * sh.train.fp8_weight_bytes_per_param())),
         optimizer_phase_bytes=int(math.ceil(optimizer_phase)),
-        late_grad_bytes=int(math.ceil(late_grads)) if sh.executor and layout.pp > 1 else 0)
+        optimizer_transient_bytes=int(math.ceil(_optimizer_transient_bytes(sh, kind_name, kind, shard))),
+        late_grad_bytes=int(math.ceil(late_grads)) if sh.executor and not sh.grads_replace_acts else 0,
+        fsdp_unit=(("block" if kind_name in sh.block_kinds else "root")
+                   if sh.executor and sh.fsdp and layout.zero == 3 else ""))
     _check_range(cost, kind_name, layout)
     return cost
+
+
+SINGLE_TENSOR_ADAMW_TEMPORARIES = 2
+"""tensors of a parameter's size that torch's single-tensor AdamW holds at once: sqrt(v) and sqrt(v)
+divided by the bias correction (seen with the live-tensor tracker on CPU, docs/probes/20261206e)"""
+
+
+def _optimizer_transient_bytes(sh: _Shared, kind_name: str, kind, shard: int) -> float:
+    """``LayerCost.optimizer_transient_bytes`` of a layer kind."""
+    if not (sh.executor and sh.train.optimizer == "adamw") or sh.cluster.device.type == "cuda":
+        return 0.0
+    largest = kind.param_count / shard
+    shape = sh.profile.shape or {}
+    if kind_name in sh.block_kinds and shape.get("hidden") and shape.get("ffn_hidden"):
+        largest = min(largest, shape["hidden"] * shape["ffn_hidden"] / (shard if kind.tp_shardable else 1))
+    if sh.fsdp:
+        largest /= sh.layout.grad_group       # FSDP2 shards every parameter on its first dim
+    return SINGLE_TENSOR_ADAMW_TEMPORARIES * largest * sh.w_b
 
 
 LOSS_GRADIENT_BYTES_PER_LOGIT = 8
@@ -488,9 +526,9 @@ def _state_bytes(sh: _Shared, params: float) -> tuple[float, float, float]:
     former) of one layer's parameters, gradients and optimizer state on one device (cost.py
     docstring, "Memory")."""
     w_b, g_b, o_b, c_b = sh.w_b, sh.g_b, sh.o_b, sh.c_b
-    if sh.ddp:
+    if sh.ddp:     # the gradients and DDP's buckets (made when DDP wraps the model, not by backward)
         return (params * (w_b + 2 * g_b + o_b + sh.cast_b), params * (w_b + 2 * g_b + o_b + sh.opt_temp_b),
-                params * 2 * g_b)
+                params * g_b)
     if sh.fsdp:
         dp, stack, zero = sh.layout.grad_group, sh.stack, sh.layout.zero
         whole_grads = sh.accumulate and not (stack is not None and stack.fsdp_sync_every_microbatch)

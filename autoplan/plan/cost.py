@@ -105,10 +105,16 @@ precision, else 4)::
                output until its backward, the last stage its logits; Megatron frees them after the
                send). The executor asks the schedule not to keep the last stage's outputs after
                their backward: ``step(..., return_outputs=False)``
-    workspace= ZeRO-3: two layers' gathered weights; FSDP without accumulation: one layer's unsharded
-               gradient before its reduce-scatter; full recompute: one layer's activations; and the
-               gradient of the largest layer output during backward (the logits on the last
-               pipeline rank, the largest other output elsewhere)
+    workspace= ZeRO-3: the rank's root unit gathered (embedding, head: FSDP2 keeps a root's
+               parameters from forward to backward) and the largest block three times (the one in
+               backward, the one prefetched, its unsharded gradient) under autoplan's executor, two
+               layers' weights and one gradient elsewhere; FSDP without accumulation: one layer's
+               unsharded gradient before its reduce-scatter; full recompute: one layer's
+               activations; and the gradient of the largest layer output during backward (the
+               logits on the last pipeline rank, the largest other output elsewhere)
+    end      = ZeRO-3 under autoplan's executor, a moment of its own: at the end of the backward the
+               root unit reduces its gradients with the activations gone, static (every gradient
+               made) + 4 x the root unit (``memory.rank_backward_end_bytes``)
 
 ``c [mixed]`` without FSDP is autocast's cache in autoplan's executor: the 16-bit copy of every
 weight, made at its first use in a step and held until the step's autocast context ends.
@@ -118,17 +124,21 @@ zero them with ``set_to_none``). With one micro-batch, one pipeline stage and no
 device, or pure TP) nothing else holds them while activations are alive: backward frees a layer's
 activations as it makes its gradients, so a layer is counted at max(act_l, P_l * g) instead of both
 (the ``activations`` term then holds the larger). Everywhere else gradients coexist with
-activations (accumulation over micro-batches, 1F1B's interleaved backwards, DP's buckets and shards),
-but not before they are made: with a pipeline, a rank's memory is the largest over the moments of
-its schedule (:func:`~autoplan.plan.schedules.peak_moments`), and at a moment before a chunk's first
-backward of the step that chunk's gradients (``LayerCost.late_grad_bytes``, FSDP2's accumulated and
-sharded ones included, though FSDP makes the sharded ones at the last backward) do not exist yet:
-GPipe's end of the forward, 1F1B's first rank at m = pp, interleaved's warm-up. The stacks of Megatron and DeepSpeed allocate their gradient
-buffers up front and count them at every moment.
+activations (accumulation over micro-batches, 1F1B's interleaved backwards), but not before they
+are made: a rank's memory is the largest over the moments of its schedule
+(:func:`~autoplan.plan.schedules.peak_moments`), and at a moment before a chunk's first backward of
+the step that chunk's gradients (``LayerCost.late_grad_bytes``, FSDP2's accumulated and sharded ones
+included, though FSDP makes the sharded ones at the last backward) do not exist yet: without a
+pipeline the end of a step's only forward (m = 1), GPipe's end of the forward, 1F1B's first rank at
+m = pp, interleaved's warm-up. DDP's buckets exist from its construction and are counted at every
+moment (on CPU the live-tensor tracker sees them only from the backward that first fills them: there
+a DDP step of one micro-batch measures its buckets' size below what it holds). The stacks of
+Megatron and DeepSpeed allocate their gradient buffers up front and count them at every moment.
 The peak of a device is the larger of the step's and the optimizer step's: the latter holds
 parameters, gradients and state (sharded as above, DDP's buckets included) plus the optimizer's
 temporaries: foreach AdamW (torch's default on CUDA) allocates one fp32 buffer per parameter for
-sqrt(v); on CPU it runs tensor by tensor and the temporaries are negligible.
+sqrt(v); on CPU it runs tensor by tensor and holds two of one tensor's size at a time, the
+largest tensor's (``LayerCost.optimizer_transient_bytes``: 25 MB for an 8192 x 384 embedding).
 
 FSDP traffic per step: ZeRO 0-2 all-gather the weights once and reduce-scatter the gradients once;
 ZeRO-3 re-gathers for every micro-batch's forward and backward (2*m all-gathers). DDP all-reduces
@@ -152,7 +162,8 @@ import math
 from autoplan.errors import InputError
 from autoplan.plan.coefficient_sources import in_group_world
 from autoplan.plan.coefficients import LayerCost, costs_for_layout
-from autoplan.plan.memory import boundary_crossings, chunk_sums, rank_pipeline_bytes, rank_transient_bytes
+from autoplan.plan.memory import (boundary_crossings, chunk_sums, rank_backward_end_bytes, rank_pipeline_bytes,
+                                  rank_transient_bytes)
 from autoplan.plan.pipeline_costs import forward_shares, per_chunk_s, pipeline_costs_for, pipeline_relief, split_chunks
 from autoplan.plan.plan import Layout, Prediction
 from autoplan.plan.schedules import pipeline_s, shared_device_relief
@@ -191,6 +202,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     opt = [0.0] * p
     static = [0] * p
     opt_phase = [0] * p
+    opt_transient = [0] * p
     act = [0] * p
     chunk_act = [[0.0] * v for _ in range(p)]
     chunk_s = [0.0] * (p * v)
@@ -214,6 +226,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
             opt[r] += c.optimizer_s
             static[r] += c.static_bytes
             opt_phase[r] += c.optimizer_phase_bytes
+            opt_transient[r] = max(opt_transient[r], c.optimizer_transient_bytes)
             act[r] += c.act_bytes
             chunk_act[r][j // p] += c.act_bytes
     # every edge that crosses a chunk boundary b costs a send/recv on the sending chunk, once per
@@ -247,10 +260,12 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
     extra = [w + cluster.calibration.memory_overhead_bytes for w in rank_transient_bytes(costs, layout, profile.edges)]
     peak_act, buf, unmade = rank_pipeline_bytes(layout, costs, profile.edges, chunk_act,
                                                 chunk_sums(layout, costs, "late_grad_bytes"))
+    end_ws = rank_backward_end_bytes(costs, layout)      # ZeRO-3's root units, activations gone
+    end_mem = [static[r] + end_ws[r] + cluster.calibration.memory_overhead_bytes if end_ws[r] else 0 for r in range(p)]
     static = [static[r] - int(unmade[r]) for r in range(p)]     # at the peak moment
     step_mem = [static[r] + peak_act[r] + buf[r] + extra[r] for r in range(p)]
-    opt_mem = [opt_phase[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
-    mem_f = [max(a, b) for a, b in zip(step_mem, opt_mem)]
+    opt_mem = [opt_phase[r] + opt_transient[r] + cluster.calibration.memory_overhead_bytes for r in range(p)]
+    mem_f = [max(a, b, c) for a, b, c in zip(step_mem, opt_mem, end_mem)]
     mem = [int(math.ceil(x)) for x in mem_f]
     peak_r = max(range(p), key=lambda r: mem_f[r])
     breakdown = {
@@ -263,6 +278,7 @@ def evaluate(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, tra
         "activations": int(math.ceil(peak_act[peak_r])),
         "pipeline_buffers": int(math.ceil(buf[peak_r])), "workspace": extra[peak_r],
         "optimizer_step_peak": int(math.ceil(opt_mem[peak_r])),   # the peak when above the others' sum
+        **({"backward_end_peak": int(math.ceil(end_mem[peak_r]))} if any(end_ws) else {}),   # likewise
     }
     fits = max(mem_f) <= cluster.device.memory_bytes * (1 + 1e-9)
     return Prediction(step_time_s=step, peak_memory_bytes=max(mem), breakdown_s=breakdown,

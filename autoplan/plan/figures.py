@@ -21,6 +21,9 @@ from autoplan.plan.timeline import Timeline, per_rank_sums, step_timeline
 
 MEMORY_PARTS = ("params_grads_optimizer", "activations", "pipeline_buffers", "workspace")
 """The stacked parts of a pipeline rank's memory (the keys of ``Prediction.memory_breakdown_bytes``)."""
+LATER_PEAKS = {"optimizer_step_peak": "at the optimizer step",
+               "backward_end_peak": "at the end of the backward (ZeRO-3's root unit reducing its gradients)"}
+"""moments other than the activations' peak that can hold a device's most (``Prediction.memory_breakdown_bytes``)"""
 
 
 @dataclass
@@ -74,6 +77,12 @@ def plan_figures(plan: Plan, *, model: str | None = None, cluster: str | None = 
     if not math.isclose(pred.step_time_s, recorded, rel_tol=1e-6):
         notes.append(f"re-costed step time {pred.step_time_s * 1e3:.3f} ms differs from the plan's "
                      f"{recorded * 1e3:.3f} ms (a profile or its calibration changed since solve): drawing the re-costed one")
+    by_rank = memory_by_rank(pb, layout, costs)
+    drawn = max(sum(d.values()) for d in by_rank)
+    if pred.peak_memory_bytes > drawn:
+        moment = max(LATER_PEAKS, key=lambda k: pred.memory_breakdown_bytes.get(k, 0))
+        notes.append(f"the peak, {pred.peak_memory_bytes / 2**20:.1f} MiB, comes {LATER_PEAKS[moment]}; the memory "
+                     f"drawn is the activations' peak, {drawn / 2**20:.1f} MiB")
     tl = step_timeline(pb.profile, layout, costs, pred)
     diff = tl.schedule_difference_s
     if abs(diff) > 1e-9 * max(tl.model_pipeline_s, 1e-12):
@@ -83,5 +92,5 @@ def plan_figures(plan: Plan, *, model: str | None = None, cluster: str | None = 
                      + (": the step is drawn past the prediction" if tl.exceeds_prediction else
                         ": the difference is drawn as model margin"))
     return PlanFigures(problem=pb, layout=layout, predicted=pred, costs=costs, timeline=tl,
-                       memory_by_rank_bytes=memory_by_rank(pb, layout, costs),
+                       memory_by_rank_bytes=by_rank,
                        budget_bytes=pb.cluster.device.memory_bytes, notes=notes)

@@ -124,8 +124,8 @@ try:
 except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallback
     highspy = None
 
-# LayerCost fields that enter the ILP (everything but the name)
-_COEFFS = tuple(f.name for f in fields(LayerCost))
+# LayerCost fields that enter the ILP (the numbers; fsdp_unit, a label, only through the workspace)
+_COEFFS = tuple(f.name for f in fields(LayerCost) if f.type != "str")
 
 
 NODES_PER_S = 50

@@ -14,21 +14,35 @@ from autoplan.plan.schedules import peak_inflight_bytes
 from autoplan.profile.formats import model_outputs
 
 
-def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collection[str] = ()) -> int:
-    """Per-device workspace independent of placement: the ZeRO-3 gather buffer (two layers'
-    weights, for prefetch), one layer's unsharded gradient before its reduce-scatter (FSDP without
-    accumulation), the new gradient of a layer that backward allocates before adding it to the
-    accumulated one (gradient accumulation: the largest layer's, measured 12 MiB on an embedding of
-    8192 x 384 in fp32), the full-recompute workspace (one layer's activations), the selective
-    one (the part of one layer's activations that its backward recomputes) and the gradient of the
-    largest output among the layers but ``without`` (the model's outputs, on every pipeline rank
-    but the last: :func:`rank_transient_bytes`; for the logits, the loss's gradients)."""
+def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collection[str] = (),
+                    root_bytes: int | None = None) -> int:
+    """Per-device workspace independent of placement: ZeRO-3's gathered weights, one layer's
+    unsharded gradient before its reduce-scatter (FSDP without accumulation), the new gradient of a
+    layer that backward allocates before adding it to the accumulated one (gradient accumulation:
+    the largest layer's, measured 12 MiB on an embedding of 8192 x 384 in fp32), the full-recompute
+    workspace (one layer's activations), the selective one (the part of one layer's activations that
+    its backward recomputes) and the gradient of the largest output among the layers but ``without``
+    (the model's outputs, on every pipeline rank but the last: :func:`rank_transient_bytes`; for the
+    logits, the loss's gradients).
+
+    ZeRO-3 under autoplan's executor follows FSDP2's units (``LayerCost.fsdp_unit``): the root unit
+    (``root_bytes``; None: every root layer in ``costs``) stays gathered from its forward to the end
+    of the backward (FSDP2 does not reshard a root after forward), and in a block's backward that
+    block and the one prefetched are gathered beside its unsharded gradient: root + 3 x the largest
+    block. Other stacks' ZeRO-3: two layers' weights (prefetch) and one gradient, the largest layer's.
+    The root's own reduce-scatter at the end of the backward is a moment of its own,
+    :func:`rank_backward_end_bytes`."""
     extra = 0
     _, fsdp = data_parallel_wrapper(layout)
-    if fsdp and layout.zero == 3:
-        extra += 2 * max(c.weight_bytes_unsharded for c in costs.values())
-    if fsdp or layout.num_microbatches > 1:
-        extra += max(c.weight_bytes_unsharded for c in costs.values())   # gradient bytes ~ weight bytes
+    largest = max(c.weight_bytes_unsharded for c in costs.values())
+    if any(c.fsdp_unit for c in costs.values()):
+        block = max((c.weight_bytes_unsharded for c in costs.values() if c.fsdp_unit == "block"), default=0)
+        extra += (fsdp_root_bytes(costs) if root_bytes is None else root_bytes) + 3 * block
+    else:
+        if fsdp and layout.zero == 3:
+            extra += 2 * largest
+        if fsdp or layout.num_microbatches > 1:
+            extra += largest   # gradient bytes ~ weight bytes
     if layout.recompute == "full" or "full" in layout.recompute_layers.values():
         extra += max(c.full_act_bytes for c in costs.values())
     recomputed = [max(0, c.full_act_bytes - c.act_bytes) for n, c in costs.items()
@@ -44,13 +58,46 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collec
     return extra
 
 
+def fsdp_root_bytes(costs: dict[str, LayerCost], names: Collection[str] | None = None) -> int:
+    """Gathered bytes of the FSDP2 root unit made of the layers ``names`` (None: all of ``costs``):
+    its layers that are not blocks (``LayerCost.fsdp_unit`` "root"; 0 but at ZeRO-3 under autoplan's executor)."""
+    return sum(c.weight_bytes_unsharded for n, c in costs.items()
+               if c.fsdp_unit == "root" and (names is None or n in names))
+
+
+def rank_root_bytes(costs: dict[str, LayerCost], layout: Layout) -> list[int]:
+    """:func:`fsdp_root_bytes` of each pipeline rank: the roots of its local chunks (each chunk's
+    module is a ``fully_shard`` root of its own)."""
+    out = [0] * layout.pp
+    for j, st in enumerate(layout.stages):
+        out[j % layout.pp] += fsdp_root_bytes(costs, set(st))
+    return out
+
+
+ROOT_END_COPIES = 4
+"""what a ZeRO-3 root unit holds at its reduce-scatter, at the end of the backward, in its own
+gathered bytes: its parameters (FSDP2 reshards them after the reduce-scatter), their unsharded
+gradients and two flat buffers of the unit's size for the reduce-scatter (its input and a copy):
+with the live-tensor tracker at dp 4 on CPU (docs/probes/20261206e/mem_phases.py) the peak held the
+parameters, both flat buffers and one of the two layers' gradients, 3.5 x; 4 counts both"""
+
+
+def rank_backward_end_bytes(costs: dict[str, LayerCost], layout: Layout) -> list[int]:
+    """Per pipeline rank, the workspace at the end of its backward beyond its state with every
+    gradient made, when the activations are gone: ZeRO-3's root units reducing their gradients
+    under autoplan's executor (:data:`ROOT_END_COPIES` x their gathered bytes); 0 elsewhere."""
+    return [ROOT_END_COPIES * r for r in rank_root_bytes(costs, layout)]
+
+
 def rank_transient_bytes(costs: dict[str, LayerCost], layout: Layout, edges: list[tuple[str, str]]) -> list[int]:
     """:func:`transient_bytes` of each pipeline rank: the model's outputs (the logits) are the last
     rank's (the last chunk ends with them), so the other ranks' largest output gradient is their
-    layers' (the solver takes this rule too, whatever the placement)."""
+    layers' (the solver takes this rule too, whatever the placement); ZeRO-3's root unit is the
+    rank's own (:func:`rank_root_bytes`; the solver takes every root layer's)."""
     outputs = model_outputs(list(costs), edges)
-    others = transient_bytes(costs, layout, without=outputs)
-    return [others] * (layout.pp - 1) + [transient_bytes(costs, layout)]
+    roots = rank_root_bytes(costs, layout)
+    return [transient_bytes(costs, layout, without=outputs if r < layout.pp - 1 else (), root_bytes=roots[r])
+            for r in range(layout.pp)]
 
 
 def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) -> list[list[tuple[str, str]]]:

@@ -190,8 +190,9 @@ def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tu
     exist only where ``grads[i]``. A moment is taken after every forward and every backward of
     :func:`rank_order`; one that another equals or exceeds in both is left out::
 
-        no PP           ((1,), (1,))           one micro-batch at a time; accumulated gradients
-                                               counted (one micro-batch: ``grads_replace_acts``)
+        no PP           ((1,), (0,))           m = 1: the end of the step's only forward
+                        ((1,), (1,))           m > 1: a later micro-batch's, with the gradients
+                                               accumulated
         GPipe           ((m,), (0,)), ((m-1,), (1,))      end of the forward; after the first backward
         1F1B, w = min(m, pp - rank)
                         ((w,), (1,))           m > w: a forward after the first backward
@@ -201,7 +202,7 @@ def peak_moments(schedule: str, pp: int, vp: int, m: int, rank: int) -> tuple[tu
     layer's activations as it makes its gradients, so inside a backward memory lies between the
     moments before and after it (for layers alike; the workspace covers one layer's transient)."""
     if pp == 1:
-        return (((1,), (1,)),)
+        return (((1,), (1 if m > 1 else 0,)),)
     if schedule != "interleaved":     # the simulation below, in closed form (GPipe: w = m)
         w = m if schedule == "gpipe" else min(m, pp - rank)
         return (((w,), (1,)),) if m > w else (((w - 1,), (1,)), ((w,), (0,)))

@@ -251,7 +251,9 @@ def memory_lower_bound_bytes(costs: dict[str, LayerCost], layout: Layout) -> flo
     # the workspace depends on the largest layers only: one of each kind gives the same figure;
     # without the largest output's gradient, which only the last rank needs to hold the logits'
     one_each = {str(i): x for i, (x, _) in enumerate(kinds)}
-    return max((static + k * act) / layout.pp, per_layer) + transient_bytes(one_each, layout, without=one_each)
+    # and without ZeRO-3's root unit, which a pipeline rank may not hold
+    return max((static + k * act) / layout.pp, per_layer) + transient_bytes(one_each, layout, without=one_each,
+                                                                             root_bytes=0)
 
 
 def place(profile: ModelProfile, cluster: ClusterProfile, layout: Layout, train: TrainingConfig,
