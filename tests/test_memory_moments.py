@@ -8,16 +8,15 @@ import sys
 import pytest
 
 from autoplan.plan.plan import Layout
+from cli_utils import run_cli
 
 WIDE_VOCAB = {"name": "wide-vocab", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 256,
               "vocab": 16384, "seq_len": 16, "mlp": "gelu"}
 """embedding and head (one FSDP2 root unit, 8.4 MB) dwarf the blocks (0.2 MB each) and the activations"""
 
 
-def _run(*args, timeout=300):
-    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+def _ok(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, proc.stderr
-    return proc
 
 
 @pytest.mark.slow
@@ -29,12 +28,12 @@ def test_zero3_memory_follows_fsdp_units(gpt_tiny_profiles_2proc, tmp_path):
     _, cluster = gpt_tiny_profiles_2proc
     shape, model, plan, out = (tmp_path / f for f in ("shape.json", "model.json", "plan.json", "measured.json"))
     shape.write_text(json.dumps(WIDE_VOCAB))
-    _run("-m", "autoplan.cli", "profile", "model", "--model", str(shape), "--mbs", "1", "--repeats", "1",
-         "--out", str(model))
-    _run("-m", "autoplan.cli", "solve", "--model", str(model), "--cluster", str(cluster), "--global-batch", "2",
-         "--layout", "dp=2,zero=3,mbs=1", "--out", str(plan))
-    _run("-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "autoplan.execute.measure", "--plan", str(plan),
-         "--steps", "1", "--warmup", "1", "--out", str(out))
+    _ok(run_cli("profile", "model", "--model", str(shape), "--mbs", "1", "--repeats", "1", "--out", str(model)))
+    _ok(run_cli("solve", "--model", str(model), "--cluster", str(cluster), "--global-batch", "2",
+                "--layout", "dp=2,zero=3,mbs=1", "--out", str(plan)))
+    _ok(subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m",
+                        "autoplan.execute.measure", "--plan", str(plan), "--steps", "1", "--warmup", "1",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300))
     predicted = json.loads(plan.read_text())["predicted"]
     measured = max(json.loads(out.read_text())["peak_memory_per_rank_bytes"])
     assert predicted["memory_breakdown_bytes"]["backward_end_peak"] == predicted["peak_memory_bytes"]

@@ -310,7 +310,7 @@ def _optimizer_transient_bytes(sh: _Shared, kind_name: str, kind, shard: int) ->
     largest = kind.param_count / shard
     shape = sh.profile.shape or {}
     if kind_name in sh.block_kinds and shape.get("hidden") and shape.get("ffn_hidden"):
-        largest = min(largest, shape["hidden"] * shape["ffn_hidden"] / (shard if kind.tp_shardable else 1))
+        largest = min(largest, shape["hidden"] * shape["ffn_hidden"] / shard)
     if sh.fsdp:
         largest /= sh.layout.grad_group       # FSDP2 shards every parameter on its first dim
     return SINGLE_TENSOR_ADAMW_TEMPORARIES * largest * sh.w_b

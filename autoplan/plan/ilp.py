@@ -125,7 +125,7 @@ except ImportError:        # HiGHS is optional: CBC (inside pulp) is the fallbac
     highspy = None
 
 # LayerCost fields that enter the ILP (the numbers; fsdp_unit, a label, only through the workspace)
-_COEFFS = tuple(f.name for f in fields(LayerCost) if f.type != "str")
+_COEFFS = tuple(f.name for f in fields(LayerCost) if f.type not in ("str", str))
 
 
 NODES_PER_S = 50

@@ -61,8 +61,8 @@ def transient_bytes(costs: dict[str, LayerCost], layout: Layout, without: Collec
 def fsdp_root_bytes(costs: dict[str, LayerCost], names: Collection[str] | None = None) -> int:
     """Gathered bytes of the FSDP2 root unit made of the layers ``names`` (None: all of ``costs``):
     its layers that are not blocks (``LayerCost.fsdp_unit`` "root"; 0 but at ZeRO-3 under autoplan's executor)."""
-    return sum(c.weight_bytes_unsharded for n, c in costs.items()
-               if c.fsdp_unit == "root" and (names is None or n in names))
+    layers = costs.values() if names is None else (costs[n] for n in names)
+    return sum(c.weight_bytes_unsharded for c in layers if c.fsdp_unit == "root")
 
 
 def rank_root_bytes(costs: dict[str, LayerCost], layout: Layout) -> list[int]:
@@ -70,7 +70,7 @@ def rank_root_bytes(costs: dict[str, LayerCost], layout: Layout) -> list[int]:
     module is a ``fully_shard`` root of its own)."""
     out = [0] * layout.pp
     for j, st in enumerate(layout.stages):
-        out[j % layout.pp] += fsdp_root_bytes(costs, set(st))
+        out[j % layout.pp] += fsdp_root_bytes(costs, st)
     return out
 
 
@@ -95,9 +95,10 @@ def rank_transient_bytes(costs: dict[str, LayerCost], layout: Layout, edges: lis
     layers' (the solver takes this rule too, whatever the placement); ZeRO-3's root unit is the
     rank's own (:func:`rank_root_bytes`; the solver takes every root layer's)."""
     outputs = model_outputs(list(costs), edges)
+    # the root unit adds its bytes as they are: two evaluations serve every rank
+    others, last = (transient_bytes(costs, layout, without=w, root_bytes=0) for w in (outputs, ()))
     roots = rank_root_bytes(costs, layout)
-    return [transient_bytes(costs, layout, without=outputs if r < layout.pp - 1 else (), root_bytes=roots[r])
-            for r in range(layout.pp)]
+    return [(others if r < layout.pp - 1 else last) + roots[r] for r in range(layout.pp)]
 
 
 def boundary_crossings(edges: list[tuple[str, str]], stages: list[list[str]]) -> list[list[tuple[str, str]]]:
