@@ -63,6 +63,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from autoplan.cli.profile import GROUP_JOBS_DEFAULT
 from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import evaluate
@@ -174,8 +175,34 @@ CONFIRM_ROUNDS = 3
 measured again in turn in one job, this many times the steps each"""
 
 
+def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int) -> None:
+    """What ``autoplan profile model --nproc WORLD --group-jobs JOBS`` writes to ``model``, with each job's
+    profile kept beside it (``model-job1.json`` .. ``model-jobK.json``; job 1's is that command with
+    ``--group-jobs 1``) for a paired comparison on the same measured layouts: the command with one job,
+    then ``jobs - 1`` more in-group jobs of the same configuration, each figure the median over all."""
+    from autoplan.execute.group_measure import WHOLE_MODEL
+    from autoplan.execute.group_profile import median_of_jobs, profile_in_groups
+    from autoplan.execute.pipeline_profile import PIPELINES
+    first = model.with_name("model-job1.json")
+    _autoplan("profile", "model", "--model", str(shape), "--out", str(first), "--mbs", mbs,
+              "--nproc", str(world), "--group-jobs", "1")
+    prof = ModelProfile.load(str(first))
+    job1 = {k: [g for g in kp.group_timings if g.world == world] for k, kp in prof.kinds.items() if kp.group_timings}
+    job1[WHOLE_MODEL] = [g for g in prof.whole_model_timings if g.world == world]
+    job1[PIPELINES] = [t for t in prof.pipeline_timings if t.world == world]
+    cfg = GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")), seq_len=prof.seq_len)
+    more = [profile_in_groups(cfg, world) for _ in range(jobs - 1)]
+    for j, (t, e) in enumerate(more, start=2):          # each job alone too: the profile's noise, job to job
+        add_group_timings(ModelProfile.load(str(first)), t, e).save(str(model.with_name(f"model-job{j}.json")))
+    env = dict(prof.environment["group_measurements"][-1], jobs=jobs,
+               dates=[prof.environment["group_measurements"][-1].get("date")] + [e.get("date") for _, e in more])
+    prof.environment["group_measurements"][-1:] = []
+    add_group_timings(prof, median_of_jobs([job1] + [t for t, _ in more]), env)
+    prof.save(str(model))
+
+
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
-                 confirm: int = 0) -> tuple[list[Run], list[Run], list[Run] | None]:
+                 confirm: int = 0, group_jobs: int = 1) -> tuple[list[Run], list[Run], list[Run] | None]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
     contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each:
@@ -187,8 +214,12 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     workdir.mkdir(parents=True, exist_ok=True)
     shape, model, cluster = workdir / "shape.json", workdir / "model.json", workdir / "cluster.json"
     shape.write_text(json.dumps(w.shape))
-    _autoplan("profile", "model", "--model", str(shape), "--out", str(model),
-              "--mbs", ",".join(map(str, w.profiled_mbs())), "--nproc", str(w.world))
+    mbs = ",".join(map(str, w.profiled_mbs()))
+    if group_jobs == 1:
+        _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", mbs,
+                  "--nproc", str(w.world), "--group-jobs", "1")
+    else:
+        profile_jobs_apart(shape, model, mbs, w.world, group_jobs)
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))
@@ -273,7 +304,7 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
         print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
         first, runs, judged = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps,
                                            warmup=args.warmup, memory=str(args.memory_per_device),
-                                           confirm=args.confirm)
+                                           confirm=args.confirm, group_jobs=args.group_jobs)
         report(f"{w.shape['name']} (chosen first)", first)
         if runs is not first:
             report(f"{w.shape['name']}, the chosen layout and those measured faster or at most "
@@ -392,6 +423,9 @@ def main() -> None:
                     help="one workload from a shape file (needs --global-batch and --world), profiled and validated "
                          "as --random does")
     ap.add_argument("--world", type=int, default=None, help="--shape: processes")
+    ap.add_argument("--group-jobs", type=int, default=GROUP_JOBS_DEFAULT, metavar="K",
+                    help="--random/--shape: profile model --group-jobs K (default: the command's); above 1 each "
+                         "job's profile is kept beside it as model-jobJ.json")
     args = ap.parse_args()
     if args.shape is not None:
         if args.random is not None or args.global_batch is None or args.world is None:

@@ -11,6 +11,9 @@ import typer
 from autoplan.cli.common import MODEL_HELP, PRECISION_HELP, int_list, parse_bytes, progress
 from autoplan.profile.formats import Precision
 
+GROUP_JOBS_DEFAULT = 1
+"""``profile model --group-jobs``: separate in-group jobs whose figures' median the profile keeps"""
+
 app = typer.Typer(no_args_is_help=True, help="Measure a model's layers and this machine's processes in one "
                   "command (autoplan profile --model M --nproc N writes model.json and cluster.json), or one "
                   "of them: profile model, profile cluster.")
@@ -28,6 +31,8 @@ def profile_both(
     cluster_out: Path = typer.Option(Path("cluster.json"), "--cluster-out", help="where to write the cluster profile"),
     repeats: Optional[int] = typer.Option(None, help="timed repeats per figure, both profiles (default: theirs)"),
     max_size: Optional[str] = typer.Option(None, help="largest message size measured (default: profile cluster's)"),
+    group_jobs: Optional[int] = typer.Option(None, "--group-jobs", help="the model's in-group figures: separate "
+                                             "jobs to take the median of (default: profile model's)"),
 ) -> None:
     """Both profiles the planner needs, measured the accurate way: ``profile model --nproc N`` then
     ``profile cluster --nproc N`` with these options (each subcommand's other options at their defaults)."""
@@ -46,7 +51,8 @@ def profile_both(
     refuse_directory(model_out, option="--model-out", what="the model profile file", example="model.json")
     refuse_directory(cluster_out, option="--cluster-out", what="the cluster profile file", example="cluster.json")
     both = ["--repeats", str(repeats)] if repeats is not None else []
-    runs = [("model", ["--model", model, "--out", str(model_out), "--mbs", mbs, "--nproc", str(nproc), *both]),
+    jobs = ["--group-jobs", str(group_jobs)] if group_jobs is not None else []
+    runs = [("model", ["--model", model, "--out", str(model_out), "--mbs", mbs, "--nproc", str(nproc), *both, *jobs]),
             ("cluster", ["--nproc", str(nproc), "--out", str(cluster_out), *both]
              + (["--memory-per-device", memory_per_device] if memory_per_device else [])
              + (["--max-size", max_size] if max_size else []))]
@@ -73,6 +79,11 @@ def profile_model_cmd(
                                         "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
                                         "parameters, contention for shared cores; solve then costs layouts on an "
                                         "N-device cluster from these figures (recommended: the size you train on)"),
+    group_jobs: int = typer.Option(GROUP_JOBS_DEFAULT, "--group-jobs", min=1,
+                                   help="with --nproc: measure in groups this many times, each a separate job, and "
+                                        "keep each figure's median over them. Where processes share cores (CPU), "
+                                        "a job's figures move together with where the OS put its processes, "
+                                        "5-7% per layout's prediction; repeats inside one job do not remove that"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
@@ -95,7 +106,7 @@ def profile_model_cmd(
                                  precision=precision)
         for world in worlds:
             with progress(f"in groups of {world} processes") as update:
-                profile_groups_into(prof, cfg, world, progress=update)
+                profile_groups_into(prof, cfg, world, progress=update, jobs=group_jobs)
     prof.save(out)
     blk = prof.kinds.get("block")
     t = blk.timing(min(mbs_list), 1) if blk else None

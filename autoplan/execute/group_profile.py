@@ -15,11 +15,12 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -73,12 +74,63 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
 
 
 def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: int, *,
-                        progress: Callable[[int, int, str], None] | None = None) -> ModelProfile:
-    """Measure ``cfg`` inside groups of ``nproc`` local processes (:func:`profile_in_groups`) and add
-    the figures to ``profile`` (:func:`add_group_timings`): what ``profile model --nproc`` and
-    ``demo`` do."""
-    timings, env = profile_in_groups(cfg, nproc, progress=progress)
+                        progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> ModelProfile:
+    """Measure ``cfg`` inside groups of ``nproc`` local processes ``jobs`` times, each a job of its own
+    (:func:`profile_in_groups`), and add the figures to ``profile`` (:func:`add_group_timings`), each the
+    median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do."""
+    if not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
+    measured = []
+    for j in range(jobs):
+        job_progress = progress
+        if progress is not None and jobs > 1:
+            job_progress = (lambda j: lambda d, t, w: progress(j * t + d, jobs * t, f"job {j + 1}/{jobs}: {w}"))(j)
+        measured.append(profile_in_groups(cfg, nproc, progress=job_progress))
+    timings = median_of_jobs([t for t, _ in measured])
+    env = dict(measured[0][1])
+    if jobs > 1:
+        env.update(jobs=jobs, statistic=env.get("statistic", "") + f"; median of {jobs} separate jobs",
+                   foreign_cores_max=max(e.get("foreign_cores_max", 0.0) for _, e in measured),
+                   dates=[e.get("date") for _, e in measured])
     return add_group_timings(profile, timings, env)
+
+
+def _identity_and_figures(timing) -> tuple[tuple, dict[str, float]]:
+    """(its class, the case it is of: its fields that are not seconds, its figures: its fields in seconds)"""
+    ident, figs = [], {}
+    for f in fields(timing):
+        v = getattr(timing, f.name)
+        if f.type in ("float", float):
+            figs[f.name] = v
+        else:
+            ident.append((f.name, v))
+    return type(timing), tuple(ident), figs
+
+
+def median_of_jobs(jobs: list[dict[str, list]]) -> dict[str, list]:
+    """The timings of several separate jobs that measured the same cases, each figure (every field in
+    seconds of a :class:`GroupTiming` or :class:`PipelineTiming`) the median over the jobs that measured
+    its case, in the first job's order.
+
+    Why separate jobs: on processes that share cores, a job's figures move together with where the OS
+    placed its processes and what else ran; repeats inside one job do not average that out, separate jobs
+    do (``docs/probes/20261206d``: a layout's prediction moved 5-7% (sd) from one profile to the next)."""
+    if len(jobs) == 1:
+        return jobs[0]
+    out: dict[str, list] = {}
+    for kind, first in jobs[0].items():
+        seen: dict[tuple, list[dict[str, float]]] = {}
+        for job in jobs:
+            for t in job.get(kind, []):
+                cls, ident, figs = _identity_and_figures(t)
+                seen.setdefault((cls, ident), []).append(figs)
+        merged = []
+        for t in first:
+            cls, ident, _ = _identity_and_figures(t)
+            runs = seen[(cls, ident)]
+            merged.append(replace(t, **{k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+        out[kind] = merged
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""``profile model --group-jobs K``: in-group figures as the median of K separate jobs."""
+
+import pytest
+
+import autoplan.execute.group_profile as gp
+from autoplan.execute.group_measure import WHOLE_MODEL
+from autoplan.execute.pipeline_profile import PIPELINES
+from autoplan.profile.formats import GroupTiming, PipelineTiming
+
+
+def _job(scale: float, with_tp: bool = True) -> dict[str, list]:
+    """One job's timings: a block alone and under TP 2, the whole model, one pipeline; every figure x scale."""
+    block = [GroupTiming(world=2, mbs=1, forward_s=1.0 * scale, backward_s=2.0 * scale, optimizer_s=0.1 * scale)]
+    if with_tp:
+        block.append(GroupTiming(world=2, mbs=1, tp=2, forward_s=0.6 * scale, backward_s=1.2 * scale))
+    return {"block": block,
+            WHOLE_MODEL: [GroupTiming(world=2, mbs=2, forward_s=3.0 * scale, backward_sync_s=7.0 * scale)],
+            PIPELINES: [PipelineTiming(world=2, pp=2, vp=1, schedule="1f1b", num_microbatches=4, mbs=1,
+                                       chunks=(2, 2), step_s=5.0 * scale, reference_s=4.0 * scale)]}
+
+
+def test_median_of_jobs_takes_each_figure_median_per_case():
+    got = gp.median_of_jobs([_job(1.0), _job(1.3), _job(0.9)])
+    assert [g.tp for g in got["block"]] == [1, 2]                  # the first job's cases, in its order
+    alone, tp2 = got["block"]
+    assert (alone.forward_s, alone.backward_s, alone.optimizer_s) == (1.0, 2.0, 0.1)
+    assert tp2.forward_s == 0.6 and tp2.mbs == 1 and tp2.world == 2
+    assert got[WHOLE_MODEL][0].backward_sync_s == 7.0 and got[WHOLE_MODEL][0].mbs == 2
+    pipe = got[PIPELINES][0]
+    assert (pipe.step_s, pipe.reference_s, pipe.chunks, pipe.num_microbatches) == (5.0, 4.0, (2, 2), 4)
+
+
+def test_median_of_jobs_one_job_as_it_is_and_a_missing_case_from_the_others():
+    one = _job(1.7)
+    assert gp.median_of_jobs([one]) is one
+    got = gp.median_of_jobs([_job(1.0), _job(2.0, with_tp=False), _job(1.2)])
+    assert got["block"][1].forward_s == pytest.approx(0.6 * 1.1)      # the two jobs that measured TP 2
+    assert got["block"][0].forward_s == 1.2
+
+
+def test_profile_groups_into_runs_separate_jobs_and_says_so(monkeypatch, tmp_path):
+    """The plumbing of ``jobs``: each job a call of its own, progress over all of them, the median added."""
+    from autoplan.execute.group_measure import GroupProfileConfig
+    from autoplan.profile.formats import ModelProfile
+    calls, seen = [], []
+    scales = iter([1.0, 3.0, 1.1])
+
+    def fake_job(cfg, nproc, progress=None):
+        calls.append(nproc)
+        progress(1, 2, "block")
+        s = next(scales)
+        return _job(s), {"world": nproc, "date": f"d{s}", "foreign_cores_max": s / 10, "statistic": "median"}
+    monkeypatch.setattr(gp, "profile_in_groups", fake_job)
+    monkeypatch.setattr(gp, "add_group_timings", lambda p, t, env: (p, t, env))
+    prof = ModelProfile.__new__(ModelProfile)
+    _, timings, env = gp.profile_groups_into(prof, GroupProfileConfig(spec="gpt-tiny"), 2, jobs=3,
+                                             progress=lambda d, t, w: seen.append((d, t, w)))
+    assert calls == [2, 2, 2]
+    assert [(d, t) for d, t, _ in seen] == [(1, 6), (3, 6), (5, 6)] and seen[1][2] == "job 2/3: block"
+    assert timings["block"][0].forward_s == 1.1
+    assert env["jobs"] == 3 and env["dates"] == ["d1.0", "d3.0", "d1.1"] and env["foreign_cores_max"] == 0.3
+    assert "median of 3 separate jobs" in env["statistic"]
+    with pytest.raises(Exception, match="--group-jobs must be a positive integer"):
+        gp.profile_groups_into(prof, GroupProfileConfig(spec="gpt-tiny"), 2, jobs=0)
