@@ -193,7 +193,9 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     cfg = GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")), seq_len=prof.seq_len)
     more = [profile_in_groups(cfg, world) for _ in range(jobs - 1)]
     for j, (t, e) in enumerate(more, start=2):          # each job alone too: the profile's noise, job to job
-        add_group_timings(ModelProfile.load(str(first)), t, e).save(str(model.with_name(f"model-job{j}.json")))
+        alone = ModelProfile.load(str(first))
+        alone.environment["group_measurements"][-1:] = []
+        add_group_timings(alone, t, e).save(str(model.with_name(f"model-job{j}.json")))
     env = dict(prof.environment["group_measurements"][-1], jobs=jobs,
                dates=[prof.environment["group_measurements"][-1].get("date")] + [e.get("date") for _, e in more])
     prof.environment["group_measurements"][-1:] = []
