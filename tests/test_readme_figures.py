@@ -41,3 +41,11 @@ def test_only_and_bad_usage(tmp_path):
     bad = _run("--dry-run", "--only", "fidelty", out=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: no README figure named 'fidelty' (--list names them)"
     assert _run("--frobnicate", out=tmp_path).returncode == 2
+
+
+def test_each_figure_has_one_row():
+    """A figure re-measured replaces its row: two rows of one figure would show an old result beside the new."""
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("## Measured figures", 1)[1].split("\n## ", 1)[0]
+    names = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")]
+    assert len(names) > 8 and len(set(names)) == len(names), [n for n in names if names.count(n) > 1]
