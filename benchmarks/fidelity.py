@@ -63,8 +63,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from autoplan.cli.profile import GROUP_JOBS_DEFAULT
-from autoplan.execute.group_profile import GroupProfileConfig, add_group_timings, profile_in_groups
+from autoplan.execute.group_profile import (GroupProfileConfig, add_group_timings, default_group_jobs,
+                                            profile_groups_into)
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
@@ -204,7 +204,7 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
-                 confirm: int = 0, group_jobs: int = 1) -> tuple[list[Run], list[Run], list[Run] | None]:
+                 confirm: int = 0, group_jobs: int | None = None) -> tuple[list[Run], list[Run], list[Run] | None]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
     contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each:
@@ -217,6 +217,7 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     shape, model, cluster = workdir / "shape.json", workdir / "model.json", workdir / "cluster.json"
     shape.write_text(json.dumps(w.shape))
     mbs = ",".join(map(str, w.profiled_mbs()))
+    group_jobs = group_jobs or default_group_jobs()
     if group_jobs == 1:
         _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", mbs,
                   "--nproc", str(w.world), "--group-jobs", "1")
@@ -425,8 +426,8 @@ def main() -> None:
                     help="one workload from a shape file (needs --global-batch and --world), profiled and validated "
                          "as --random does")
     ap.add_argument("--world", type=int, default=None, help="--shape: processes")
-    ap.add_argument("--group-jobs", type=int, default=GROUP_JOBS_DEFAULT, metavar="K",
-                    help="--random/--shape: profile model --group-jobs K (default: the command's); above 1 each "
+    ap.add_argument("--group-jobs", type=int, default=None, metavar="K",
+                    help="profile model --group-jobs K (default: the command's); with --random/--shape above 1, each "
                          "job's profile is kept beside it as model-jobJ.json")
     args = ap.parse_args()
     if args.shape is not None:
@@ -464,9 +465,9 @@ def main() -> None:
         prof = profile_model(args.model, mbs_list=(1, 2, 4), repeats=5, threads=1)
         if not args.alone_only:
             for world in LAYOUTS:
-                print(f"profiling {args.model} layers inside groups of {world} processes ...", flush=True)
-                timings, env = profile_in_groups(GroupProfileConfig(spec=args.model, mbs_list=(1, 2, 4)), world)
-                add_group_timings(prof, timings, env)
+                jobs = args.group_jobs or default_group_jobs()
+                print(f"profiling {args.model} layers inside groups of {world} processes ({jobs} jobs) ...", flush=True)
+                profile_groups_into(prof, GroupProfileConfig(spec=args.model, mbs_list=(1, 2, 4)), world, jobs=jobs)
         prof.save(args.workdir / "model.json")
     old = read_json(saved, "runs") if args.reuse else {}
     train = TrainingConfig(global_batch=args.global_batch, precision="fp32", optimizer="adamw")

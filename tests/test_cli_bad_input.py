@@ -187,6 +187,14 @@ def test_profile_model_in_fp8_says_how_fp8_is_planned(tmp_path):
     assert not out.exists()
 
 
+def test_group_jobs_without_nproc_is_refused_before_measuring(tmp_path):
+    """`profile model --group-jobs 3` without --nproc would repeat nothing: one line, before the layers are timed."""
+    out = tmp_path / "m.json"
+    assert_one_line_error(run_cli("profile", "model", "--model", "gpt-tiny", "--group-jobs", "3", "--out", str(out)),
+                          "--group-jobs", "give --nproc N")
+    assert not out.exists()
+
+
 def test_a_measured_profile_planned_in_fp8_is_not_told_to_measure_fp8(files):
     """A measured bf16/fp32 profile with --precision fp8: the line does not send the user to `profile model
     --precision fp8`, which refuses; it says how fp8 is planned."""

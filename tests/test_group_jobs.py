@@ -62,3 +62,21 @@ def test_profile_groups_into_runs_separate_jobs_and_says_so(monkeypatch, tmp_pat
     assert "median of 3 separate jobs" in env["statistic"]
     with pytest.raises(Exception, match="--group-jobs must be a positive integer"):
         gp.profile_groups_into(prof, GroupProfileConfig(spec="gpt-tiny"), 2, jobs=0)
+
+
+def test_default_is_three_jobs_on_cpu_processes_one_on_gpus(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gp.default_group_jobs() == gp.GROUP_JOBS_ON_SHARED_CORES == 3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert gp.default_group_jobs() == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_readme_command_takes_the_median_of_three_jobs(gpt_tiny_profiles_2proc):
+    """``autoplan profile --model M --nproc 2`` with no --group-jobs: three separate jobs on CPU, recorded."""
+    from autoplan.profile.formats import ModelProfile
+    env = ModelProfile.load(gpt_tiny_profiles_2proc[0]).environment["group_measurements"]
+    assert len(env) == 1 and env[0]["jobs"] == 3 and len(env[0]["dates"]) == 3
+    assert env[0]["statistic"].endswith("median of 3 separate jobs")

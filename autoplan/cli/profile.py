@@ -11,9 +11,6 @@ import typer
 from autoplan.cli.common import MODEL_HELP, PRECISION_HELP, int_list, parse_bytes, progress
 from autoplan.profile.formats import Precision
 
-GROUP_JOBS_DEFAULT = 1
-"""``profile model --group-jobs``: separate in-group jobs whose figures' median the profile keeps"""
-
 app = typer.Typer(no_args_is_help=True, help="Measure a model's layers and this machine's processes in one "
                   "command (autoplan profile --model M --nproc N writes model.json and cluster.json), or one "
                   "of them: profile model, profile cluster.")
@@ -79,11 +76,13 @@ def profile_model_cmd(
                                         "their collectives, ZeRO-3 blocks through FSDP2, the optimizer on sharded "
                                         "parameters, contention for shared cores; solve then costs layouts on an "
                                         "N-device cluster from these figures (recommended: the size you train on)"),
-    group_jobs: int = typer.Option(GROUP_JOBS_DEFAULT, "--group-jobs", min=1,
-                                   help="with --nproc: measure in groups this many times, each a separate job, and "
-                                        "keep each figure's median over them. Where processes share cores (CPU), "
-                                        "a job's figures move together with where the OS put its processes, "
-                                        "5-7% per layout's prediction; repeats inside one job do not remove that"),
+    group_jobs: Optional[int] = typer.Option(None, "--group-jobs", min=1,
+                                             help="with --nproc: measure in groups this many times, each a "
+                                                  "separate job, and keep each figure's median over them "
+                                                  "(default: 3 on CPU processes, 1 on GPUs). Where processes "
+                                                  "share cores, a job's figures move together with where the OS "
+                                                  "put its processes (5-7% of a layout's prediction), which "
+                                                  "repeats inside one job do not remove"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
@@ -95,13 +94,17 @@ def profile_model_cmd(
     refuse_directory(out, option="--out", what="the model profile file", example="model.json")   # before minutes
     precision = precision or default_precision(device)
     worlds = int_list(nproc, "--nproc") if nproc is not None else ()
+    if group_jobs is not None and not worlds:
+        from autoplan.errors import InputError
+        raise InputError("--group-jobs repeats the measurement inside process groups: give --nproc N too")
     mbs_list = int_list(mbs, "--mbs")
     with progress("profiling layers") as update:
         prof = profile_model(model, mbs_list=mbs_list, tp_list=int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              precision=precision, progress=lambda e: update(e.done, e.total, e.what))
     if worlds:
-        from autoplan.execute.group_profile import GroupProfileConfig, profile_groups_into
+        from autoplan.execute.group_profile import GroupProfileConfig, default_group_jobs, profile_groups_into
+        group_jobs = group_jobs or default_group_jobs()
         cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup,
                                  precision=precision)
         for world in worlds:
@@ -119,6 +122,9 @@ def profile_model_cmd(
     summary = f"wrote {out}: {len(prof.layers)} layers, {prof.total_params() / 1e6:.2f} M params, {precision}"
     if t:
         summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
+    if worlds:
+        summary += (f"; in groups of {', '.join(map(str, worlds))} processes"
+                    + (f", each figure the median of {group_jobs} jobs" if group_jobs > 1 else ""))
     typer.echo(summary)
 
 

@@ -95,6 +95,19 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
     return add_group_timings(profile, timings, env)
 
 
+GROUP_JOBS_ON_SHARED_CORES = 3
+"""``profile model --group-jobs``'s default where the group's processes are CPU processes: the median of three
+jobs (``docs/probes/20261206f``); one job on GPUs, where a rank has its device to itself"""
+
+
+def default_group_jobs() -> int:
+    """Separate in-group jobs ``profile model --nproc`` takes the median of when not told: where the job's
+    processes share this machine's cores (no CUDA device: gloo on CPU), :data:`GROUP_JOBS_ON_SHARED_CORES`;
+    else 1."""
+    import torch
+    return 1 if torch.cuda.is_available() else GROUP_JOBS_ON_SHARED_CORES
+
+
 def _identity_and_figures(timing) -> tuple[tuple, dict[str, float]]:
     """(its class, the case it is of: its fields that are not seconds, its figures: its fields in seconds)"""
     ident, figs = [], {}
