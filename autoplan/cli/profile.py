@@ -81,7 +81,7 @@ def profile_model_cmd(
                                                   "separate job, and keep each figure's median over them "
                                                   "(default: 3 on CPU processes, 1 on GPUs). Where processes "
                                                   "share cores, a job's figures move together with where the OS "
-                                                  "put its processes (5-7% of a layout's prediction), which "
+                                                  "put its processes (2-7% of a layout's prediction), which "
                                                   "repeats inside one job do not remove"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:

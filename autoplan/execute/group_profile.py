@@ -108,7 +108,7 @@ def default_group_jobs() -> int:
     return 1 if torch.cuda.is_available() else GROUP_JOBS_ON_SHARED_CORES
 
 
-def _identity_and_figures(timing) -> tuple[tuple, dict[str, float]]:
+def _identity_and_figures(timing) -> tuple[type, tuple, dict[str, float]]:
     """(its class, the case it is of: its fields that are not seconds, its figures: its fields in seconds)"""
     ident, figs = [], {}
     for f in fields(timing):
@@ -127,7 +127,8 @@ def median_of_jobs(jobs: list[dict[str, list]]) -> dict[str, list]:
 
     Why separate jobs: on processes that share cores, a job's figures move together with where the OS
     placed its processes and what else ran; repeats inside one job do not average that out, separate jobs
-    do (``docs/probes/20261206d``: a layout's prediction moved 5-7% (sd) from one profile to the next)."""
+    do (a layout's prediction moved 4.7-7.5% (sd) from one job's profile to the next on two workloads,
+    ``docs/probes/20261206d``, and 1.4-2.4% on six others, ``docs/probes/20261206f``)."""
     if len(jobs) == 1:
         return jobs[0]
     out: dict[str, list] = {}
