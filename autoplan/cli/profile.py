@@ -28,7 +28,7 @@ def profile_both(
     cluster_out: Path = typer.Option(Path("cluster.json"), "--cluster-out", help="where to write the cluster profile"),
     repeats: Optional[int] = typer.Option(None, help="timed repeats per figure, both profiles (default: theirs)"),
     max_size: Optional[str] = typer.Option(None, help="largest message size measured (default: profile cluster's)"),
-    group_jobs: Optional[int] = typer.Option(None, "--group-jobs", help="the model's in-group figures: separate "
+    group_jobs: Optional[int] = typer.Option(None, "--group-jobs", min=1, help="the model's in-group figures: separate "
                                              "jobs to take the median of (default: profile model's)"),
 ) -> None:
     """Both profiles the planner needs, measured the accurate way: ``profile model --nproc N`` then
