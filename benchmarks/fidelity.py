@@ -180,8 +180,10 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     profile kept beside it (``model-job1.json`` .. ``model-jobK.json``; job 1's is that command with
     ``--group-jobs 1``) for a paired comparison on the same measured layouts: the command with one job,
     then ``jobs - 1`` more in-group jobs of the same configuration, each figure the median over all."""
+    import copy
+
     from autoplan.execute.group_measure import WHOLE_MODEL
-    from autoplan.execute.group_profile import median_of_jobs, profile_in_groups
+    from autoplan.execute.group_profile import combine_jobs, profile_in_groups
     from autoplan.execute.pipeline_profile import PIPELINES
     first = model.with_name("model-job1.json")
     _autoplan("profile", "model", "--model", str(shape), "--out", str(first), "--mbs", mbs,
@@ -190,16 +192,12 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     job1 = {k: [g for g in kp.group_timings if g.world == world] for k, kp in prof.kinds.items() if kp.group_timings}
     job1[WHOLE_MODEL] = [g for g in prof.whole_model_timings if g.world == world]
     job1[PIPELINES] = [t for t in prof.pipeline_timings if t.world == world]
+    env1 = prof.environment["group_measurements"].pop()      # job 1's record, added again with the others'
     cfg = GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")), seq_len=prof.seq_len)
     more = [profile_in_groups(cfg, world) for _ in range(jobs - 1)]
     for j, (t, e) in enumerate(more, start=2):          # each job alone too: the profile's noise, job to job
-        alone = ModelProfile.load(str(first))
-        alone.environment["group_measurements"][-1:] = []
-        add_group_timings(alone, t, e).save(str(model.with_name(f"model-job{j}.json")))
-    env = dict(prof.environment["group_measurements"][-1], jobs=jobs,
-               dates=[prof.environment["group_measurements"][-1].get("date")] + [e.get("date") for _, e in more])
-    prof.environment["group_measurements"][-1:] = []
-    add_group_timings(prof, median_of_jobs([job1] + [t for t, _ in more]), env)
+        add_group_timings(copy.deepcopy(prof), t, e).save(str(model.with_name(f"model-job{j}.json")))
+    add_group_timings(prof, *combine_jobs([(job1, env1)] + more))
     prof.save(str(model))
 
 

@@ -80,19 +80,29 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
     median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do."""
     if not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
-    measured = []
-    for j in range(jobs):
-        job_progress = progress
-        if progress is not None and jobs > 1:
-            job_progress = (lambda j: lambda d, t, w: progress(j * t + d, jobs * t, f"job {j + 1}/{jobs}: {w}"))(j)
-        measured.append(profile_in_groups(cfg, nproc, progress=job_progress))
+    measured = [profile_in_groups(cfg, nproc, progress=_job_progress(progress, j, jobs)) for j in range(jobs)]
+    return add_group_timings(profile, *combine_jobs(measured))
+
+
+def _job_progress(progress: Callable[[int, int, str], None] | None, job: int, jobs: int):
+    """``progress`` of one job (0-based) among ``jobs``, reported over all of them"""
+    if progress is None or jobs == 1:
+        return progress
+    return lambda done, total, what: progress(job * total + done, jobs * total, f"job {job + 1}/{jobs}: {what}")
+
+
+def combine_jobs(measured: list[tuple[dict[str, list], dict]]) -> tuple[dict[str, list], dict]:
+    """(timings, how they were measured) of separate jobs (:func:`profile_in_groups`'s results) as one: each
+    figure the median over the jobs (:func:`median_of_jobs`), the first job's record with the jobs' count,
+    dates and most foreign load."""
     timings = median_of_jobs([t for t, _ in measured])
     env = dict(measured[0][1])
-    if jobs > 1:
-        env.update(jobs=jobs, statistic=env.get("statistic", "") + f"; median of {jobs} separate jobs",
+    n = len(measured)
+    if n > 1:
+        env.update(jobs=n, statistic=env.get("statistic", "") + f"; median of {n} separate jobs",
                    foreign_cores_max=max(e.get("foreign_cores_max", 0.0) for _, e in measured),
                    dates=[e.get("date") for _, e in measured])
-    return add_group_timings(profile, timings, env)
+    return timings, env
 
 
 GROUP_JOBS_ON_SHARED_CORES = 3
