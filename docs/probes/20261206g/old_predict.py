@@ -1,3 +1,9 @@
+"""Predict a stored fidelity workload's layouts with an older autoplan on PYTHONPATH (9ff4cd4 here): its profile
+loaded after dropping the keys the older reader refuses, its pipeline runs fitted again by the older
+``fit_pipeline_costs``; prints old and current predictions beside the once-measured and in-turn times.
+
+    PYTHONPATH=/path/to/worktree-at-9ff4cd4 python docs/probes/20261206g/old_predict.py /work/exp/s23/shape192x6/w0
+"""
 import json, sys, re, tempfile, os, statistics as st
 from autoplan.errors import InputError
 from autoplan.profile.formats import ModelProfile

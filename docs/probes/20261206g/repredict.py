@@ -1,5 +1,8 @@
-"""Re-predict a stored fidelity workload's measured layouts with the code on PYTHONPATH (profiles as stored)."""
-import json, sys, math, statistics as st
+"""Re-predict a stored fidelity workload's measured layouts with the code on PYTHONPATH (profiles as stored).
+
+    PYTHONPATH=. python docs/probes/20261206g/repredict.py /work/exp/s23/shape192x6/w0
+"""
+import json, sys, statistics as st
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
 wl = sys.argv[1]
