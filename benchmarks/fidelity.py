@@ -52,6 +52,7 @@ vocabulary 4096 and sequence 128 are assumed).
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import random
@@ -180,8 +181,6 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     profile kept beside it (``model-job1.json`` .. ``model-jobK.json``; job 1's is that command with
     ``--group-jobs 1``) for a paired comparison on the same measured layouts: the command with one job,
     then ``jobs - 1`` more in-group jobs of the same configuration, each figure the median over all."""
-    import copy
-
     from autoplan.execute.group_measure import WHOLE_MODEL
     from autoplan.execute.group_profile import combine_jobs, profile_in_groups
     from autoplan.execute.pipeline_profile import PIPELINES
