@@ -1,0 +1,83 @@
+"""Probes 20261206h, the level probe: where does a validate launch spend the time the cost model does not see?
+
+    PYTHONPATH=. python docs/probes/20261206h/phases.py /work/exp/s23/shape160x8/w0 OUTDIR "LAYOUT" ["LAYOUT" ...]
+
+Each layout (validate's short form, e.g. "dp1 tp1 pp4 mbs1x16 zero0 recompute=none 1f1b") is planned on the stored
+workload's profiles and launched once under torchrun with phases_worker.py (12 rounds after 2, three ways of timing a
+step in turn). Printed beside the medians: the model's prediction and breakdown, and the profile's own pipeline run of
+the same layout where it made one (its step is the schedule's alone: no optimizer, no loss all-reduce)."""
+import json
+import os
+import statistics as st
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
+from retro import load_runs, problem   # noqa: E402
+
+from autoplan.execute.launch import torchrun_command   # noqa: E402
+from autoplan.plan.api import estimate_problem   # noqa: E402
+from autoplan.plan.plan import Layout, SolverInfo   # noqa: E402
+from autoplan.profile.formats import ModelProfile   # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases_worker.py")
+
+
+def parse(short: str) -> Layout:
+    """A Layout from validate's short form."""
+    d = {"schedule": "1f1b"}
+    for tok in short.split():
+        if tok.startswith("mbs"):
+            a, b = tok[3:].split("x")
+            d["mbs"], d["num_microbatches"] = int(a), int(b)
+        elif tok.startswith("recompute="):
+            d["recompute"] = tok.split("=")[1]
+        elif tok in ("1f1b", "gpipe", "interleaved"):
+            d["schedule"] = tok
+        else:
+            for key in ("dp", "tp", "pp", "vp", "zero"):
+                if tok.startswith(key) and tok[len(key):].isdigit():
+                    d[key] = int(tok[len(key):])
+    return Layout(**d)
+
+
+def main():
+    wl, out, shorts = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
+    out.mkdir(parents=True, exist_ok=True)
+    d, once, j1, _ = load_runs(wl)
+    pb = problem(wl, d)
+    prof = ModelProfile.load(f"{wl}/model.json")
+    for n, short in enumerate(shorts):
+        L, pr = estimate_problem(pb, parse(short))
+        key = L.short()
+        path = out / f"plan{n}.json"
+        pb.plan(L, pr, SolverInfo("n/a", 0.0, 0.0, 0.0)).save(path)
+        res = out / f"phases{n}.json"
+        cmd = torchrun_command(path, WORKER, ["--out", str(res)])
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if p.returncode != 0 or not res.exists():
+            print(f"{key}: failed ({p.returncode}): {(p.stderr or p.stdout)[-800:]}")
+            continue
+        r = json.loads(res.read_text())
+        med = {k: st.median(v) for k, v in r.items()}
+        bd = {k: round(v * 1e3, 1) for k, v in pr.breakdown_s.items() if v}
+        runs = [t.step_s for t in prof.pipeline_timings if t.world == L.world_size and t.pp == L.pp and t.vp == L.vp
+                and t.mbs == L.mbs and t.num_microbatches == L.num_microbatches and L.pp * L.dp == t.world]
+        print(f"{key}\n  predicted {pr.step_time_s * 1e3:.0f} ms {bd}"
+              f"\n  stored: once {once[key]['measured']['step_time_s'] * 1e3:.0f} ms" if key in once else
+              f"{key}\n  predicted {pr.step_time_s * 1e3:.0f} ms {bd}\n  stored: not measured by validate", end="")
+        print(f", first in-turn job {j1[key] * 1e3:.0f} ms" if key in j1 else "", end="")
+        print(f", the profile's run {runs[0] * 1e3:.0f} ms" if runs else "")
+        print("  now (medians of 12 rounds): " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in med.items()))
+        print(f"  measure / predicted {med['measure'] / pr.step_time_s - 1:+.1%}; fb_only / (predicted - optimizer - "
+              f"dp_sync) {med['fb_only'] / (pr.step_time_s - pr.breakdown_s.get('optimizer', 0) - pr.breakdown_s.get('dp_sync', 0)) - 1:+.1%}; "
+              f"opt phase {med['opt'] * 1e3:.1f} ms against the model's optimizer {pr.breakdown_s.get('optimizer', 0) * 1e3:.1f} ms; "
+              f"train / measure {med['train'] / med['measure'] - 1:+.1%}", flush=True)
+        (out / f"summary{n}.json").write_text(json.dumps({"layout": key, "medians_s": med, "predicted_s": pr.step_time_s,
+                                                          "breakdown_s": pr.breakdown_s,
+                                                          "profile_run_s": runs[0] if runs else None}))
+
+
+if __name__ == "__main__":
+    main()

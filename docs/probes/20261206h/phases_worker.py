@@ -1,0 +1,90 @@
+"""Probes 20261206h, the level probe's worker (run under torchrun by phases.py): one plan built as validate's
+measure builds it (autoplan.execute.measure._trainer), then rounds of three ways to time a step, in turn:
+
+  measure   par.step (forward, backward, the loss all-reduced and waited for), optimizer step, zero_grad: what
+            validate times; its two phases timed apart (fb: par.step; opt: the rest), each the slowest rank's
+  train     par.train_step: the loss all-reduce overlaps the optimizer step (what examples/train_gpt.py runs)
+  fb_only   par.step, gradients dropped, no optimizer step
+
+Rank 0 writes {"measure": [...], "fb": [...], "opt": [...], "train": [...], "fb_only": [...]} (seconds per round).
+"""
+if __name__ == "__main__":
+    from autoplan.execute.launch import stop_quietly_until_ready
+    stop_quietly_until_ready()
+
+import argparse
+import json
+import time
+
+import torch.distributed as dist
+
+from autoplan.execute.data import synthetic_batch
+from autoplan.execute.launch import exit_worker, run_worker
+from autoplan.execute.measure import _init, _trainer
+from autoplan.models.registry import model_vocab
+from autoplan.plan.plan import Plan
+
+
+def slowest(x: float, device) -> float:
+    import torch
+    t = torch.tensor([x], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    def body() -> None:
+        from autoplan.models.source import resolve_plan_model
+        plan = Plan.load(a.plan)
+        _init()
+        par, opt, _ = _trainer(plan, 0)
+        lay, tr = plan.layout, plan.training
+        vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
+        out = {k: [] for k in ("measure", "fb", "opt", "train", "fb_only")}
+
+        def rows(i):
+            tok, lab = synthetic_batch(i, lay.global_batch, tr.seq_len, vocab, 0)
+            return par.batch_slice(tok), par.batch_slice(lab)
+        for i in range(a.warmup + a.rounds):
+            # measure, its two phases apart
+            tok, lab = rows(i)
+            dist.barrier()
+            t0 = time.perf_counter()
+            par.step(tok, lab)
+            t1 = time.perf_counter()
+            par.optimizer_step(opt)
+            par.after_optimizer_step()
+            opt.zero_grad(set_to_none=True)
+            t2 = time.perf_counter()
+            m, fb, op = slowest(t2 - t0, par.device), slowest(t1 - t0, par.device), slowest(t2 - t1, par.device)
+            # train_step: the loss all-reduce overlapping the optimizer step
+            tok, lab = rows(i)
+            dist.barrier()
+            t0 = time.perf_counter()
+            par.train_step(tok, lab, opt)
+            tr_s = slowest(time.perf_counter() - t0, par.device)
+            # forward and backward only
+            tok, lab = rows(i)
+            dist.barrier()
+            t0 = time.perf_counter()
+            par.step(tok, lab)
+            par.zero_grad()
+            fo = slowest(time.perf_counter() - t0, par.device)
+            if i >= a.warmup:
+                for k, v in (("measure", m), ("fb", fb), ("opt", op), ("train", tr_s), ("fb_only", fo)):
+                    out[k].append(v)
+        if dist.get_rank() == 0:
+            with open(a.out, "w") as f:
+                json.dump(out, f)
+    return run_worker(body)
+
+
+if __name__ == "__main__":
+    exit_worker(main())
