@@ -1,4 +1,4 @@
-import sys, glob, math, statistics as st, collections, os, json
+import sys, glob, math, statistics as st, collections, os
 sys.path.insert(0,'docs/probes/20261205d')
 from retro import load_runs, refitted_problem
 from autoplan.plan.api import estimate_problem
