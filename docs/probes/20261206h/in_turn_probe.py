@@ -1,7 +1,7 @@
 """Probes 20261206h: is a layout timed in turn beside nine others (the fidelity harness's judge table) slower than
 the same layout launched alone (what validate and a training run see)? PREREGISTRATION.md, second part.
 
-    PYTHONPATH=. python docs/probes/20261206h/in_turn_probe.py /work/exp/s23/shape160x8/w0 2,5,7 OUTDIR
+    PYTHONPATH=. python docs/probes/20261206h/in_turn_probe.py /work/exp/s23/shape160x8/w0 2,5,7 OUTDIR [ROUNDS=2]
 
 Uses the workload's stored in-turn plans (plan-in-turn-*.json). Two rounds, the second in reverse order, of:
   A    each chosen layout launched alone, 4 timed steps after 2 (validate's)
@@ -52,7 +52,8 @@ def block(name):
 
 
 order = ["A", "T10", "A12", "T3"]
-for name in order + order[::-1]:
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+for name in (order + order[::-1])[:4 * rounds]:
     block(name)
 (out / "log.json").write_text(json.dumps(log, indent=1))
 
