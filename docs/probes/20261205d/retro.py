@@ -38,8 +38,8 @@ def refitted_problem(wl, d, refit=True, model_path=None):
     path = os.path.join(tempfile.mkdtemp(), "model.json")
     p.save(path)
     return problem(wl, d, path)
-def centred_residuals(wl):
-    """[(layout, log(measured / predicted) minus the workload's mean)] of a stored workload's once-measured
+def log_residuals(wl):
+    """(runs.json, [(layout, log(measured / predicted), the Prediction)]) of a stored workload's once-measured
     layouts, predicted on its refitted problem (:func:`refitted_problem`)"""
     d, once, _, _ = load_runs(wl)
     pb = refitted_problem(wl, d)
@@ -47,9 +47,14 @@ def centred_residuals(wl):
     for r in once.values():
         L = Layout.from_dict(r["layout"])
         _, pr = estimate_problem(pb, L)
-        rows.append((L, math.log(r["measured"]["step_time_s"] / pr.step_time_s)))
-    mid = st.mean(x for _, x in rows)
-    return [(L, x - mid) for L, x in rows]
+        rows.append((L, math.log(r["measured"]["step_time_s"] / pr.step_time_s), pr))
+    return d, rows
+def centred_residuals(wl):
+    """[(layout, log(measured / predicted) minus the workload's mean)] of a stored workload's once-measured
+    layouts (:func:`log_residuals`)"""
+    _, rows = log_residuals(wl)
+    mid = st.mean(x for _, x, _ in rows)
+    return [(L, x - mid) for L, x, _ in rows]
 def argmin_pick(pred):
     """The model's pick among the measured layouts, as fidelity does: the predicted fastest.
     ``pred``: {layout key: (predicted step s, Layout)}"""

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python docs/probes/20261206h/phases.py /work/exp/s23/shape160x8/w0 OUTDIR "LAYOUT" ["LAYOUT" ...]
 
-Each layout (validate's short form, e.g. "dp1 tp1 pp4 mbs1x16 zero0 recompute=none 1f1b") is planned on the stored
+Each layout (as ``--layout`` takes it, every field given, e.g. "dp=1,tp=1,pp=4,mbs=1,m=16,schedule=1f1b") is planned on the stored
 workload's profiles and launched once under torchrun with phases_worker.py (12 rounds after 2, three ways of timing a
 step in turn). Printed beside the medians: the model's prediction and breakdown, and the profile's own pipeline run of
 the same layout where it made one (its step is the schedule's alone: no optimizer, no loss all-reduce)."""
@@ -18,28 +18,11 @@ from retro import load_runs, problem   # noqa: E402
 
 from autoplan.execute.launch import torchrun_command   # noqa: E402
 from autoplan.plan.api import estimate_problem   # noqa: E402
+from autoplan.plan.layout_input import parse_layout_constraints   # noqa: E402
 from autoplan.plan.plan import Layout, SolverInfo   # noqa: E402
 from autoplan.profile.formats import ModelProfile   # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases_worker.py")
-
-
-def parse(short: str) -> Layout:
-    """A Layout from validate's short form."""
-    d = {"schedule": "1f1b"}
-    for tok in short.split():
-        if tok.startswith("mbs"):
-            a, b = tok[3:].split("x")
-            d["mbs"], d["num_microbatches"] = int(a), int(b)
-        elif tok.startswith("recompute="):
-            d["recompute"] = tok.split("=")[1]
-        elif tok in ("1f1b", "gpipe", "interleaved"):
-            d["schedule"] = tok
-        else:
-            for key in ("dp", "tp", "pp", "vp", "zero"):
-                if tok.startswith(key) and tok[len(key):].isdigit():
-                    d[key] = int(tok[len(key):])
-    return Layout(**d)
 
 
 def main():
@@ -49,7 +32,7 @@ def main():
     pb = problem(wl, d)
     prof = ModelProfile.load(f"{wl}/model.json")
     for n, short in enumerate(shorts):
-        L, pr = estimate_problem(pb, parse(short))
+        L, pr = estimate_problem(pb, Layout(**parse_layout_constraints(short)))
         key = L.short()
         path = out / f"plan{n}.json"
         pb.plan(L, pr, SolverInfo("n/a", 0.0, 0.0, 0.0)).save(path)
@@ -64,11 +47,11 @@ def main():
         bd = {k: round(v * 1e3, 1) for k, v in pr.breakdown_s.items() if v}
         runs = [t.step_s for t in prof.pipeline_timings if t.world == L.world_size and t.pp == L.pp and t.vp == L.vp
                 and t.mbs == L.mbs and t.num_microbatches == L.num_microbatches and L.pp * L.dp == t.world]
-        print(f"{key}\n  predicted {pr.step_time_s * 1e3:.0f} ms {bd}"
-              f"\n  stored: once {once[key]['measured']['step_time_s'] * 1e3:.0f} ms" if key in once else
-              f"{key}\n  predicted {pr.step_time_s * 1e3:.0f} ms {bd}\n  stored: not measured by validate", end="")
-        print(f", first in-turn job {j1[key] * 1e3:.0f} ms" if key in j1 else "", end="")
-        print(f", the profile's run {runs[0] * 1e3:.0f} ms" if runs else "")
+        stored = (f"once {once[key]['measured']['step_time_s'] * 1e3:.0f} ms" if key in once else
+                  "not measured by validate")
+        stored += f", first in-turn job {j1[key] * 1e3:.0f} ms" if key in j1 else ""
+        stored += f", the profile's run {runs[0] * 1e3:.0f} ms" if runs else ""
+        print(f"{key}\n  predicted {pr.step_time_s * 1e3:.0f} ms {bd}\n  stored: {stored}")
         print("  now (medians of 12 rounds): " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in med.items()))
         print(f"  measure / predicted {med['measure'] / pr.step_time_s - 1:+.1%}; fb_only / (predicted - optimizer - "
               f"dp_sync) {med['fb_only'] / (pr.step_time_s - pr.breakdown_s.get('optimizer', 0) - pr.breakdown_s.get('dp_sync', 0)) - 1:+.1%}; "

@@ -16,17 +16,18 @@ import argparse
 import json
 import time
 
+import torch
 import torch.distributed as dist
 
 from autoplan.execute.data import synthetic_batch
 from autoplan.execute.launch import exit_worker, run_worker
-from autoplan.execute.measure import _init, _trainer
+from autoplan.execute.measure import _init, _timed_step, _trainer
 from autoplan.models.registry import model_vocab
 from autoplan.plan.plan import Plan
 
 
 def slowest(x: float, device) -> float:
-    import torch
+    """The largest of every rank's ``x`` (a phase's seconds)."""
     t = torch.tensor([x], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t)
@@ -43,7 +44,7 @@ def main() -> int:
     def body() -> None:
         from autoplan.models.source import resolve_plan_model
         plan = Plan.load(a.plan)
-        _init()
+        use_cuda = _init()
         par, opt, _ = _trainer(plan, 0)
         lay, tr = plan.layout, plan.training
         vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
@@ -66,17 +67,10 @@ def main() -> int:
             m, fb, op = slowest(t2 - t0, par.device), slowest(t1 - t0, par.device), slowest(t2 - t1, par.device)
             # train_step: the loss all-reduce overlapping the optimizer step
             tok, lab = rows(i)
-            dist.barrier()
-            t0 = time.perf_counter()
-            par.train_step(tok, lab, opt)
-            tr_s = slowest(time.perf_counter() - t0, par.device)
+            _, tr_s = _timed_step(lambda _: par.train_step(tok, lab, opt), i, use_cuda, par.device)
             # forward and backward only
             tok, lab = rows(i)
-            dist.barrier()
-            t0 = time.perf_counter()
-            par.step(tok, lab)
-            par.zero_grad()
-            fo = slowest(time.perf_counter() - t0, par.device)
+            _, fo = _timed_step(lambda _: (par.step(tok, lab), par.zero_grad()), i, use_cuda, par.device)
             if i >= a.warmup:
                 for k, v in (("measure", m), ("fb", fb), ("opt", op), ("train", tr_s), ("fb_only", fo)):
                     out[k].append(v)

@@ -1,12 +1,16 @@
-import sys, glob, math, statistics as st, collections, os
+"""Where validate measured the very layout a stored profile ran as one of its pipeline runs: the launch and the
+prediction over (the profile's run + the model's optimizer and dp_sync terms), per layout and by world size.
+
+    PYTHONPATH=. python docs/probes/20261206h/profile_run_matches.py > docs/probes/20261206h/profile_run_matches.txt
+"""
+import sys, math, statistics as st, collections
 sys.path.insert(0,'docs/probes/20261205d')
-from retro import load_runs, refitted_problem
+from retro import load_runs, refitted_problem, stored_workloads
 from autoplan.plan.api import estimate_problem
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ModelProfile
-wls = sorted(w for w in glob.glob('/work/exp/s2*/*/w*') if os.path.exists(w+'/runs.json'))
 by=collections.defaultdict(list)
-for wl in wls:
+for wl in stored_workloads('/work/exp/s2*/*/w*'):
     d, once, j1, j2 = load_runs(wl)
     prof=ModelProfile.load(wl+"/model.json")
     W=d["workload"]["world"]

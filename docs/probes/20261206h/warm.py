@@ -1,8 +1,15 @@
-import glob, json, math, statistics as st, collections
+"""Does a launch warm up within validate's 2 untimed steps? Each timed step over its launch's median (mean log), by
+position, over every stored launch; the same for the in-turn jobs' steps.
+
+    PYTHONPATH=. python docs/probes/20261206h/warm.py > docs/probes/20261206h/warm.txt
+"""
+import sys, json, math, statistics as st, collections
+sys.path.insert(0,'docs/probes/20261205d')
+from retro import stored_workloads
 pos=collections.defaultdict(list); pos_it=collections.defaultdict(list); pos_j2=collections.defaultdict(list)
 byW=collections.defaultdict(lambda: collections.defaultdict(list))
-for f in sorted(glob.glob('/work/exp/s2*/*/w*/runs.json')):
-    d=json.load(open(f)); W=d["workload"]["world"]
+for wl in stored_workloads('/work/exp/s2*/*/w*'):
+    d=json.load(open(wl+'/runs.json')); W=d["workload"]["world"]
     for r in d["runs"]:
         m=r["measured"]
         if not m: continue
