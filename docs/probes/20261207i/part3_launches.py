@@ -1,4 +1,4 @@
-import json, subprocess, statistics as st, sys
+import json, subprocess, statistics as st
 from autoplan.execute.launch import torchrun_command
 W = "docs/probes/20261206h/phases_worker.py"
 st_ = [["embed", "block.0", "block.1"], ["block.2", "block.3"], ["block.4", "block.5", "block.6"], ["block.7", "head"]]
