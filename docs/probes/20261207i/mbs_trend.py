@@ -1,23 +1,33 @@
 """Probes 20261207i part 2 (exploratory, stored runs only): is a layout's error a function of its micro-batch size?
 
     PYTHONPATH=. python docs/probes/20261207i/mbs_trend.py > docs/probes/20261207i/mbs_trend.txt
+    PYTHONPATH=. python docs/probes/20261207i/mbs_trend.py --in-turn > docs/probes/20261207i/mbs_trend_in_turn.txt
 
-log(measured / predicted) of every once-measured layout of the stored fidelity workloads (seeds 20261250-60),
-centred within its workload and family (dp, tp, pp, vp, ZeRO, recompute: the layouts that differ only in the
+log(measured / predicted) of every measured layout of the stored fidelity workloads (seeds 20261250-60), centred
+within its workload and family (dp, tp, pp, vp, ZeRO, recompute, cp: the layouts that differ only in the
 micro-batch size and count), then averaged per (world, pipeline or not, micro-batch size). A positive figure:
-measured slower than predicted, relative to the same family's other micro-batch sizes."""
+measured slower than predicted, relative to the same family's other micro-batch sizes. Measured: each layout's
+once-measured launch (validate's first measurement, one after another over minutes); with ``--in-turn`` the
+pooled medians of the two in-turn jobs (every layout's steps interleaved, so the machine's drift over the minutes
+falls on all of them alike)."""
 import collections
+import math
 import os
 import statistics as st
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
-from retro import log_residuals, stored_workloads   # noqa: E402
+from retro import load_runs, log_residuals, pooled, stored_workloads   # noqa: E402
 
+IN_TURN = "--in-turn" in sys.argv[1:]
 agg = collections.defaultdict(list)
 pairs = collections.defaultdict(list)
 for wl in stored_workloads("/work/exp/s2*/d*/w*"):
     d, rows = log_residuals(wl)
+    if IN_TURN:
+        _, _, j1, j2 = load_runs(wl)
+        pool = pooled(j1, j2)
+        rows = [(L, math.log(pool[L.short()] / pr.step_time_s), pr) for L, _, pr in rows if L.short() in pool]
     world = d["workload"]["world"]
     fams = collections.defaultdict(list)
     for L, x, pr in rows:
@@ -31,6 +41,7 @@ for wl in stored_workloads("/work/exp/s2*/d*/w*"):
         by = {L.mbs: x for L, x in members}
         lo, hi = min(by), max(by)
         pairs[(world, "pipeline" if fam[2] > 1 else "no pipeline")].append(by[hi] - by[lo])
+print("measured:", "pooled in-turn medians" if IN_TURN else "once-measured launches")
 for k in sorted(agg):
     v = agg[k]
     print(f"world {k[0]} {k[1]:12s} mbs {k[2]}: {len(v):3d} layouts, centred log(meas/pred) {st.mean(v):+.3f} "
