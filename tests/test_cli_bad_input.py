@@ -60,6 +60,14 @@ def test_missing_profile(files):
     assert not out.exists()
 
 
+def test_missing_model_and_profile_named_together(files):
+    tmp, _, _, _ = files
+    out = tmp / "plan.json"
+    assert_one_line_error(run_cli(*solve_args(tmp / "nomodel.json", tmp / "nocluster.json", out)),
+                          "model file not found", "nomodel.json", "cluster profile file not found", "nocluster.json")
+    assert not out.exists()
+
+
 def test_malformed_json(files):
     tmp, _, cluster, _ = files
     bad = tmp / "bad.json"

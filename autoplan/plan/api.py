@@ -211,7 +211,14 @@ def make_problem(model: str | ModelSource, cluster: str, global_batch: int, *, p
         raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN}, got {seq_len}")
     if memory_per_device_bytes is not None and memory_per_device_bytes <= 0:
         raise InputError(f"the memory per device must be positive, got {memory_per_device_bytes} bytes")
-    cl = resolve_cluster(cluster)
+    try:
+        cl = resolve_cluster(cluster)
+    except InputError as cluster_error:
+        try:       # both missing (a first try, in the wrong folder): name both in the one line
+            as_model_source(model)
+        except InputError as model_error:
+            raise InputError(f"{model_error}; and {cluster_error}") from None
+        raise
     if num_nodes is not None:
         cl = restrict_cluster(cl, num_nodes)
     if memory_per_device_bytes is not None:
