@@ -1,7 +1,8 @@
 """Probes 20261207i part 8's worker (under torchrun, 4 processes): in one fresh group job, pp4 1F1B at mbs1 x16 and
 mbs4 x4 (fixed stages), each timed after the two references of ``measure_pipelines`` (every rank runs the whole
 model at the step's micro-batch, then rank 0 alone while the others wait) and without them, the four in turn, the
-order rotated each round. Rank 0 writes {condition: the slowest rank's median seconds}."""
+order rotated each round. With ``--splits`` (part 9): each split at both sizes, no references. Rank 0 writes
+{condition: the slowest rank's median seconds}."""
 if __name__ == "__main__":
     from autoplan.execute.launch import stop_quietly_until_ready
     stop_quietly_until_ready()
@@ -23,6 +24,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--spec", required=True)
     ap.add_argument("--chunks", default="2,3,3,2")
+    ap.add_argument("--splits", help="part 9: stage splits to compare, e.g. '2,3,3,2;3,2,3,2' (no references)")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", required=True)
@@ -33,28 +35,32 @@ def main() -> int:
         init_process_group("gloo")
         device = torch.device("cpu")
         job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(1, 4)), device)
-        sizes = tuple(int(x) for x in a.chunks.split(","))
+        splits = [tuple(int(x) for x in sp.split(",")) for sp in (a.splits or a.chunks).split(";")]
         steps, refs = {}, {}
-        for mbs, m in ((1, 16), (4, 4)):
-            steps[mbs] = pipeline_step(job, 4, 1, "1f1b", m, mbs, device, sizes)[1]
+        for sizes in splits:
+            for mbs, m in ((1, 16), (4, 4)):
+                steps[(sizes, mbs)] = pipeline_step(job, 4, 1, "1f1b", m, mbs, device, sizes)[1]
+        for mbs in (1, 4):
             whole = gm._whole_model_case(job, mbs)
 
             def reference(w=whole) -> None:
                 w.backward(w.forward())
                 w.module.zero_grad(set_to_none=True)
             refs[mbs] = reference
-        conds = [(mbs, with_refs) for mbs in (1, 4) for with_refs in (True, False)]
+        conds = ([(sizes, mbs, False) for sizes in splits for mbs in (1, 4)] if a.splits else
+                 [(splits[0], mbs, with_refs) for mbs in (1, 4) for with_refs in (True, False)])
         got = {c: [] for c in conds}
         for r in range(a.warmup + a.rounds):
             for k in turn_order(len(conds), r):
-                mbs, with_refs = conds[k]
+                sizes, mbs, with_refs = conds[k]
                 if with_refs:
                     gm._timed(refs[mbs], device)
                     gm._timed(lambda: refs[mbs]() if dist.get_rank() == 0 else None, device)
-                t = gm._timed(steps[mbs], device)
+                t = gm._timed(steps[(sizes, mbs)], device)
                 if r >= a.warmup:
-                    got[(mbs, with_refs)].append(t)
-        mine = {f"mbs{mbs} {'refs' if w else 'none'}": st.median(v) for (mbs, w), v in got.items()}
+                    got[conds[k]].append(t)
+        mine = {(f"split {''.join(map(str, sz))} mbs{mbs}" if a.splits else f"mbs{mbs} {'refs' if w else 'none'}"):
+                st.median(v) for (sz, mbs, w), v in got.items()}
         every = [None] * dist.get_world_size()
         dist.all_gather_object(every, mine)
         if dist.get_rank() == 0:
