@@ -35,9 +35,12 @@ def refitted_problem(wl, d, refit=True, model_path=None):
     p = ModelProfile.load(model_path or f"{wl}/model.json")
     if refit:
         p.pipeline_costs = [c for c in (pc.fit_pipeline_costs(p, c.world, c.pp) for c in p.pipeline_costs) if c]
+    return problem(wl, d, saved(p))
+def saved(p):
+    """The path of a temporary copy of model profile ``p`` (for what takes a profile file)"""
     path = os.path.join(tempfile.mkdtemp(), "model.json")
     p.save(path)
-    return problem(wl, d, path)
+    return path
 def log_residuals(wl):
     """(runs.json, [(layout, log(measured / predicted), the Prediction)]) of a stored workload's once-measured
     layouts, predicted on its refitted problem (:func:`refitted_problem`)"""
@@ -49,6 +52,16 @@ def log_residuals(wl):
         _, pr = estimate_problem(pb, L)
         rows.append((L, math.log(r["measured"]["step_time_s"] / pr.step_time_s), pr))
     return d, rows
+def in_turn_residuals(wl):
+    """(runs.json, [(layout, log(pooled in-turn median / predicted), the Prediction)]) of a stored workload's
+    layouts that its in-turn jobs timed (:func:`log_residuals`, :func:`pooled`)"""
+    d, rows = log_residuals(wl)
+    _, _, j1, j2 = load_runs(wl)
+    pool = pooled(j1, j2)
+    return d, [(L, math.log(pool[L.short()] / pr.step_time_s), pr) for L, _, pr in rows if L.short() in pool]
+def family(L):
+    """The layouts that differ from ``L`` only in micro-batch size and count share this key"""
+    return (L.dp, L.tp, L.pp, L.vp, L.zero, L.recompute, L.cp)
 def centred_residuals(wl):
     """[(layout, log(measured / predicted) minus the workload's mean)] of a stored workload's once-measured
     layouts (:func:`log_residuals`)"""

@@ -9,21 +9,18 @@ the same layout where it made one (its step is the schedule's alone: no optimize
 import json
 import os
 import statistics as st
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
 from retro import load_runs, problem   # noqa: E402
 
-from autoplan.execute.launch import torchrun_command   # noqa: E402
+from phases_worker import launch_worker   # noqa: E402
+
 from autoplan.plan.api import estimate_problem   # noqa: E402
 from autoplan.plan.layout_input import parse_layout_constraints   # noqa: E402
 from autoplan.plan.plan import Layout, SolverInfo   # noqa: E402
 from autoplan.profile.formats import ModelProfile   # noqa: E402
-
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases_worker.py")
-
 
 def main():
     wl, out, shorts = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
@@ -36,13 +33,9 @@ def main():
         key = L.short()
         path = out / f"plan{n}.json"
         pb.plan(L, pr, SolverInfo("n/a", 0.0, 0.0, 0.0)).save(path)
-        res = out / f"phases{n}.json"
-        cmd = torchrun_command(path, WORKER, ["--out", str(res)])
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        if p.returncode != 0 or not res.exists():
-            print(f"{key}: failed ({p.returncode}): {(p.stderr or p.stdout)[-800:]}")
+        r = launch_worker(path, out / f"phases{n}.json", key)
+        if r is None:
             continue
-        r = json.loads(res.read_text())
         med = {k: st.median(v) for k, v in r.items()}
         bd = {k: round(v * 1e3, 1) for k, v in pr.breakdown_s.items() if v}
         runs = [t.step_s for t in prof.pipeline_timings if t.world == L.world_size and t.pp == L.pp and t.vp == L.vp

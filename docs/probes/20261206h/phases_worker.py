@@ -15,6 +15,8 @@ if __name__ == "__main__":
 import argparse
 import json
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -33,26 +35,68 @@ def slowest(x: float, device) -> float:
     return float(t)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+@dataclass
+class Launched:
+    """One plan in this launch, built as validate's measure builds it (``measure._trainer``)."""
+
+    plan: Plan
+    use_cuda: bool
+    par: object
+    """the Parallelized model"""
+    opt: torch.optim.Optimizer
+    rows: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    """this rank's (tokens, labels) of step i, as validate's measure feeds them"""
+
+
+def launched(plan_path: str) -> Launched:
+    """The plan at ``plan_path``, initialised and built in this (torchrun) worker (:class:`Launched`)."""
+    from autoplan.models.source import resolve_plan_model
+    plan = Plan.load(plan_path)
+    use_cuda = _init()
+    par, opt, _ = _trainer(plan, 0)
+    lay, tr = plan.layout, plan.training
+    vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
+
+    def rows(i):
+        tok, lab = synthetic_batch(i, lay.global_batch, tr.seq_len, vocab, 0)
+        return par.batch_slice(tok), par.batch_slice(lab)
+    return Launched(plan, use_cuda, par, opt, rows)
+
+
+def add_worker_args(ap: argparse.ArgumentParser) -> None:
+    """The options every probe worker of this kind takes: --plan, --rounds, --warmup, --out."""
     ap.add_argument("--plan", required=True)
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", required=True)
+
+
+def launch_worker(plan_path, out, label: str, args=(), worker: str = __file__, timeout_s: float = 900,
+                  tail_chars: int = 800) -> dict | None:
+    """Run ``worker`` (this file by default) on the plan at ``plan_path`` under torchrun, writing ``out``: what it
+    wrote, or None after printing ``label: failed (code): <the end of its output>``."""
+    import os
+    import subprocess
+
+    from autoplan.execute.launch import torchrun_command
+    p = subprocess.run(torchrun_command(plan_path, worker, ["--out", str(out), *args]), capture_output=True, text=True,
+                       timeout=timeout_s)
+    if p.returncode != 0 or not os.path.exists(out):
+        print(f"{label}: failed ({p.returncode}): {(p.stderr or p.stdout)[-tail_chars:]}")
+        return None
+    with open(out) as f:
+        return json.load(f)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    add_worker_args(ap)
     a = ap.parse_args()
 
     def body() -> None:
-        from autoplan.models.source import resolve_plan_model
-        plan = Plan.load(a.plan)
-        use_cuda = _init()
-        par, opt, _ = _trainer(plan, 0)
-        lay, tr = plan.layout, plan.training
-        vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
+        run = launched(a.plan)
+        use_cuda, par, opt, rows = run.use_cuda, run.par, run.opt, run.rows
         out = {k: [] for k in ("measure", "fb", "opt", "train", "fb_only")}
-
-        def rows(i):
-            tok, lab = synthetic_batch(i, lay.global_batch, tr.seq_len, vocab, 0)
-            return par.batch_slice(tok), par.batch_slice(lab)
         for i in range(a.warmup + a.rounds):
             # measure, its two phases apart
             tok, lab = rows(i)

@@ -11,27 +11,22 @@ once-measured launch (validate's first measurement, one after another over minut
 pooled medians of the two in-turn jobs (every layout's steps interleaved, so the machine's drift over the minutes
 falls on all of them alike)."""
 import collections
-import math
 import os
 import statistics as st
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
-from retro import load_runs, log_residuals, pooled, stored_workloads   # noqa: E402
+from retro import family, in_turn_residuals, log_residuals, stored_workloads   # noqa: E402
 
 IN_TURN = "--in-turn" in sys.argv[1:]
 agg = collections.defaultdict(list)
 pairs = collections.defaultdict(list)
 for wl in stored_workloads("/work/exp/s2*/d*/w*"):
-    d, rows = log_residuals(wl)
-    if IN_TURN:
-        _, _, j1, j2 = load_runs(wl)
-        pool = pooled(j1, j2)
-        rows = [(L, math.log(pool[L.short()] / pr.step_time_s), pr) for L, _, pr in rows if L.short() in pool]
+    d, rows = (in_turn_residuals if IN_TURN else log_residuals)(wl)
     world = d["workload"]["world"]
     fams = collections.defaultdict(list)
     for L, x, pr in rows:
-        fams[(L.dp, L.tp, L.pp, L.vp, L.zero, L.recompute, L.cp)].append((L, x))
+        fams[family(L)].append((L, x))
     for fam, members in fams.items():
         if len({L.mbs for L, _ in members}) < 2:
             continue

@@ -11,18 +11,20 @@ import json
 import math
 import os
 import statistics as st
-import subprocess
-import tempfile
+import sys
 from pathlib import Path
 
-from autoplan.execute.launch import torchrun_command
 from autoplan.plan import pipeline_costs as pc
 from autoplan.plan.api import estimate_problem, make_problem
 from autoplan.plan.layout_input import parse_layout_constraints
 from autoplan.plan.plan import Layout, SolverInfo
 from autoplan.profile.formats import ModelProfile
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261206h", "phases_worker.py")
+from launches import PHASES_WORKER, launch_worker
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
+from retro import saved   # noqa: E402
+
 LAYOUTS = ["dp=1,tp=1,pp=4,mbs=1,m=16,schedule=1f1b", "dp=2,tp=1,pp=2,mbs=1,m=8,schedule=1f1b",
            "dp=1,tp=1,pp=4,mbs=2,m=8,schedule=1f1b", "dp=2,tp=1,pp=2,mbs=2,m=4,schedule=1f1b",
            "dp=1,tp=1,pp=4,mbs=4,m=4,schedule=1f1b", "dp=2,tp=1,pp=2,mbs=4,m=2,schedule=1f1b"]
@@ -35,12 +37,6 @@ def profile_fitted_at(prof: ModelProfile, mbs: int) -> ModelProfile:
     p.pipeline_costs = [c for c in (pc.fit_pipeline_costs(p, w, d) for w, d in
                                     sorted({(t.world, t.pp) for t in p.pipeline_timings})) if c]
     return p
-
-
-def saved(p: ModelProfile) -> str:
-    path = os.path.join(tempfile.mkdtemp(), "model.json")
-    p.save(path)
-    return path
 
 
 def main():
@@ -85,13 +81,10 @@ def main():
         _, prB = estimate_problem(probs[hi], L)
         path = out / f"plan{n}.json"
         probs[lo].plan(L, prA, SolverInfo("n/a", 0.0, 0.0, 0.0)).save(path)
-        res = out / f"phases{n}.json"
-        p = subprocess.run(torchrun_command(path, WORKER, ["--out", str(res)]), capture_output=True, text=True,
-                           timeout=900)
-        if p.returncode != 0 or not res.exists():
-            print(f"{L.short()}: failed ({p.returncode}): {(p.stderr or p.stdout)[-800:]}")
+        res = launch_worker(path, out / f"phases{n}.json", L.short(), worker=PHASES_WORKER)
+        if res is None:
             continue
-        meas = st.median(json.loads(res.read_text())["measure"])
+        meas = st.median(res["measure"])
         near = prB if abs(math.log(L.mbs / hi)) < abs(math.log(L.mbs / lo)) else prA
         err["A"].append(abs(meas / prA.step_time_s - 1))
         err["nearest"].append(abs(meas / near.step_time_s - 1))

@@ -1,15 +1,11 @@
-import json, subprocess, statistics as st
-from autoplan.execute.launch import torchrun_command
-W = "docs/probes/20261206h/phases_worker.py"
-st_ = [["embed", "block.0", "block.1"], ["block.2", "block.3"], ["block.4", "block.5", "block.6"], ["block.7", "head"]]
+"""Probes 20261207i part 3, E5: pp4 mbs4x4 and mbs1x16 launched once each (phases_worker.py) with the profile's stage
+split (3, 2, 3, 2). Run from the repository root with PYTHONPATH=.; plans and results under /work/exp/s25."""
+import statistics as st
+
+from launches import PHASES_WORKER, launch_worker, plan_with_stages
+
 for src, name in (("plan4.json", "E5_mbs4x4"), ("plan0.json", "E5_mbs1x16")):
-    p = json.load(open(f"/work/exp/s25/p1/launch/{src}"))
-    p["layout"]["stages"] = st_
-    path = f"/work/exp/s25/p3/{name}_plan.json"
-    json.dump(p, open(path, "w"))
-    out = f"/work/exp/s25/p3/{name}.json"
-    r = subprocess.run(torchrun_command(path, W, ["--out", out]), capture_output=True, text=True, timeout=900)
-    if r.returncode:
-        print(name, "failed", r.stderr[-1500:]); continue
-    d = json.load(open(out))
-    print(name, {k: round(st.median(v) * 1e3) for k, v in d.items()}, flush=True)
+    path = plan_with_stages(f"/work/exp/s25/p1/launch/{src}", (3, 2, 3, 2), f"/work/exp/s25/p3/{name}_plan.json")
+    d = launch_worker(path, f"/work/exp/s25/p3/{name}.json", name, worker=PHASES_WORKER, tail_chars=1500)
+    if d is not None:
+        print(name, {k: round(st.median(v) * 1e3) for k, v in d.items()}, flush=True)

@@ -3,14 +3,13 @@ the same processes (xp_worker.py), pp4 1F1B at mbs1x16 and mbs4x4, two launches 
 
     PYTHONPATH=. python docs/probes/20261207i/part6.py PLAN_MBS1 PLAN_MBS4 SHAPE OUTDIR > docs/probes/20261207i/part6.out
 """
-import json
 import os
 import statistics as st
-import subprocess
 import sys
 
-from autoplan.execute.launch import torchrun_command
 from autoplan.plan.plan import Plan
+
+from launches import launch_worker
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "xp_worker.py")
 
@@ -25,13 +24,10 @@ def main():
     for rep in range(2):
         for path in (plan1, plan4):
             L = Plan.load(path).layout
-            res = os.path.join(out, f"xp_mbs{L.mbs}_{rep}.json")
-            p = subprocess.run(torchrun_command(path, WORKER, ["--spec", shape, "--out", res]), capture_output=True,
-                               text=True, timeout=900)
-            if p.returncode != 0 or not os.path.exists(res):
-                print(f"{L.short()} launch {rep}: failed ({p.returncode}): {(p.stderr or p.stdout)[-1500:]}")
+            r = launch_worker(path, os.path.join(out, f"xp_mbs{L.mbs}_{rep}.json"), f"{L.short()} launch {rep}",
+                              ["--spec", shape], worker=WORKER, tail_chars=1500)
+            if r is None:
                 continue
-            r = json.load(open(res))
             x, pp = st.median(r["X"]), st.median(r["P"])
             paired = st.median(a - b for a, b in zip(r["X"], r["P"]))
             print(f"{L.short()} stages {[len(s) for s in L.stages]} launch {rep}: X {x * 1e3:.0f} ms, P {pp * 1e3:.0f} ms, "

@@ -10,12 +10,13 @@ seconds of the smallest minus that of the largest, over the difference in micro-
 beside the model's own per-slot time (the chosen rank's step over its slots). Constant in milliseconds across
 models: a fixed per-micro-batch cost (Python, messages); a constant share of the slot time: compute."""
 import collections
+import math
 import os
 import statistics as st
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261205d"))
-from retro import load_runs, log_residuals, pooled, stored_workloads   # noqa: E402
+from retro import family, in_turn_residuals, stored_workloads   # noqa: E402
 
 
 def slots(L):
@@ -24,23 +25,20 @@ def slots(L):
 
 rows = collections.defaultdict(list)
 for wl in stored_workloads("/work/exp/s2*/d*/w*"):
-    d, res = log_residuals(wl)
-    _, _, j1, j2 = load_runs(wl)
-    pool = pooled(j1, j2)
+    d, res = in_turn_residuals(wl)
     fams = collections.defaultdict(list)
-    for L, _, pr in res:
-        if L.pp > 1 and L.short() in pool:
-            fams[(L.dp, L.tp, L.pp, L.vp, L.zero, L.recompute, L.cp)].append((L, pr))
+    for L, x, pr in res:
+        if L.pp > 1:
+            fams[family(L)].append((L, pr, pr.step_time_s * math.expm1(x)))     # measured - predicted, s
     for members in fams.values():
-        if len({L.mbs for L, _ in members}) < 2:
+        if len({m[0].mbs for m in members}) < 2:
             continue
         lo = min(members, key=lambda x: x[0].mbs)
         hi = max(members, key=lambda x: x[0].mbs)
         ds = slots(lo[0]) - slots(hi[0])
         if ds <= 0:
             continue
-        gap = lambda x: pool[x[0].short()] - x[1].step_time_s   # noqa: E731
-        per_slot_ms = (gap(lo) - gap(hi)) / ds * 1e3
+        per_slot_ms = (lo[2] - hi[2]) / ds * 1e3
         slot_ms = hi[1].step_time_s / slots(hi[0]) * 1e3
         rows[d["workload"]["world"]].append((per_slot_ms, slot_ms, os.path.relpath(wl, "/work/exp"), lo[0].short(),
                                              hi[0].short()))

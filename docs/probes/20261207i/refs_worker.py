@@ -40,7 +40,7 @@ def main() -> int:
         for sizes in splits:
             for mbs, m in ((1, 16), (4, 4)):
                 steps[(sizes, mbs)] = pipeline_step(job, 4, 1, "1f1b", m, mbs, device, sizes)[1]
-        for mbs in (1, 4):
+        for mbs in () if a.splits else (1, 4):       # the references: part 8 only
             whole = gm._whole_model_case(job, mbs)
 
             def reference(w=whole) -> None:

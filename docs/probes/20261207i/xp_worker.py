@@ -9,48 +9,42 @@ if __name__ == "__main__":
 
 import argparse
 import json
+import os
+import sys
 
 import torch.distributed as dist
 
 import autoplan.execute.group_measure as gm
-from autoplan.execute.data import synthetic_batch
 from autoplan.execute.launch import exit_worker, run_worker
-from autoplan.execute.measure import _init, _timed_step, _trainer
+from autoplan.execute.measure import _timed_step
 from autoplan.execute.pipeline_profile import pipeline_step
-from autoplan.models.registry import model_vocab
-from autoplan.plan.plan import Plan
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261206h"))
+from phases_worker import add_worker_args, launched   # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--plan", required=True)
+    add_worker_args(ap)
     ap.add_argument("--spec", required=True, help="the model spec the group job builds (the shape JSON)")
-    ap.add_argument("--rounds", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
     def body() -> None:
-        from autoplan.models.source import resolve_plan_model
-        plan = Plan.load(a.plan)
-        use_cuda = _init()
-        par, _, _ = _trainer(plan, 0)
-        lay, tr = plan.layout, plan.training
+        run = launched(a.plan)
+        par, lay = run.par, run.plan.layout
         assert lay.dp == 1 and lay.tp == 1 and lay.vp == 1 and lay.pp == dist.get_world_size()
-        vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
         job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(lay.mbs,)), par.device)
         sizes = tuple(len(s) for s in lay.stages)
         _, p_step = pipeline_step(job, lay.pp, 1, "1f1b", lay.num_microbatches, lay.mbs, par.device, sizes)
 
         def x_step(i):
-            tok, lab = synthetic_batch(i, lay.global_batch, tr.seq_len, vocab, 0)
-            par.step(par.batch_slice(tok), par.batch_slice(lab))
+            par.step(*run.rows(i))
             par.zero_grad()
         out = {"X": [], "P": []}
         for i in range(a.warmup + a.rounds):
             order = ("X", "P") if i % 2 == 0 else ("P", "X")
             for k in order:
-                _, s = _timed_step(x_step if k == "X" else (lambda _: p_step()), i, use_cuda, par.device)
+                _, s = _timed_step(x_step if k == "X" else (lambda _: p_step()), i, run.use_cuda, par.device)
                 if i >= a.warmup:
                     out[k].append(s)
         if dist.get_rank() == 0:
