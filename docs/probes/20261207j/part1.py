@@ -25,7 +25,7 @@ def main() -> None:
     pb = make_problem(str(wd / "P1.json"), str(wd / "cluster.json"), 16, memory_per_device_bytes=2**30)
     plans = []
     for mbs in (1, 2, 4):
-        L, pr = estimate_problem(pb, Layout(**parse_layout_constraints(f"dp=4,tp=1,pp=1,mbs={mbs},zero=0")))
+        L, pr = estimate_problem(pb, Layout(**parse_layout_constraints(f"dp=4,tp=1,pp=1,mbs={mbs},m={4 // mbs},zero=0")))
         path = wd / f"dp4_mbs{mbs}.json"
         pb.plan(L, pr, SolverInfo("n/a", 0.0, 0.0, 0.0)).save(path)
         plans.append(path)
