@@ -1,0 +1,37 @@
+"""Probes 20261207j part 3 (PREREGISTRATION.md): run ``part3_worker.py`` in JOBS separate jobs on the 160x8 shape and
+print rho_S per rank against rho_W.
+
+    PYTHONPATH=. python docs/probes/20261207j/part3.py WORKDIR [JOBS] > docs/probes/20261207j/part3.out
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main() -> None:
+    wd, jobs = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    for j in range(1, jobs + 1):
+        out = wd / f"part3_job{j}.json"
+        t0 = time.time()
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+               os.path.join(HERE, "part3_worker.py"), "--spec", str(wd / "shape.json"), "--out", str(out)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if p.returncode != 0:
+            print(f"job {j} failed: {(p.stderr or p.stdout)[-1500:]}")
+            continue
+        d = json.load(open(out))
+        rho_w = max(d["W4"]) / max(d["W1"])
+        rho_s = [s4 / s1 for s1, s4 in zip(d["S1"], d["S4"])]
+        print(f"job {j} ({time.strftime('%H:%M:%S')}, {time.time() - t0:.0f} s): "
+              + "; ".join(f"{k} " + "/".join(f"{x * 1e3:.1f}" for x in v) for k, v in d.items()) + " ms (per rank)")
+        print(f"  rho_W {rho_w:.3f}; rho_S per rank " + ", ".join(f"{x:.3f}" for x in rho_s)
+              + "; rho_S - rho_W " + ", ".join(f"{x - rho_w:+.3f}" for x in rho_s))
+
+
+if __name__ == "__main__":
+    main()

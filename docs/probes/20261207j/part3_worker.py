@@ -1,0 +1,101 @@
+"""Probes 20261207j part 3's worker (under torchrun, 4 processes; PREREGISTRATION.md): each rank's pipeline stage
+forward and backward on its own (``S m``, 4/m micro-batches of size m) and the profile's whole-model case (``W m``),
+every rank at once, in turn with the order rotated. Rank 0 writes {"S1": [per rank: median s], ...}.
+
+    python -m torch.distributed.run --standalone --nproc-per-node 4 part3_worker.py --spec SHAPE --out OUT
+"""
+if __name__ == "__main__":
+    from autoplan.execute.launch import stop_quietly_until_ready
+    stop_quietly_until_ready()
+
+import argparse
+import json
+import statistics as st
+
+import torch
+import torch.distributed as dist
+
+import autoplan.execute.group_measure as gm
+from autoplan.execute.apply import token_cross_entropy
+from autoplan.execute.launch import exit_worker, init_process_group, run_worker
+from autoplan.execute.measure import turn_order
+from autoplan.execute.pp import split_model
+from autoplan.models.registry import sample_tokens
+
+PER_RANK = 4
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--chunks", default="2,3,3,2")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    def body():
+        torch.set_num_threads(1)
+        init_process_group("gloo")
+        device = torch.device("cpu")
+        job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(1, 4)), device)
+        rank, pp = dist.get_rank(), dist.get_world_size()
+        sizes = tuple(int(x) for x in a.chunks.split(","))
+        names = job.model.unit_names()
+        bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
+        stages = [names[x:y] for x, y in zip(bounds, bounds[1:])]
+        stage = split_model(job.model, stages, [rank])[0].to(device).train()
+        g = torch.Generator().manual_seed(rank)
+
+        def stage_case(m: int):
+            tokens = sample_tokens(job.vocab, m, job.seq_len, rank)
+            labels = sample_tokens(job.vocab, m, job.seq_len, 1000 + rank)
+            if rank == 0:
+                x = tokens
+            else:
+                with torch.no_grad():
+                    probe = split_model(job.model, stages, [0])[0](tokens)
+                x = torch.randn(probe.shape, generator=g).requires_grad_(True)
+            with torch.no_grad():
+                out_shape = stage(x).shape
+            up = None if rank == pp - 1 else torch.randn(out_shape, generator=g)
+
+            def run(_=None) -> None:
+                for _ in range(PER_RANK // m):
+                    y = stage(x)
+                    if rank == pp - 1:
+                        token_cross_entropy(y, labels).backward()
+                    else:
+                        y.backward(up)
+                for p in stage.parameters():
+                    p.grad = None
+            return run
+        conds = {"S1": stage_case(1), "S4": stage_case(4)}
+        first = None
+        for m in (1, 4):
+            case = gm._whole_model_case(job, m, first.module if first is not None else None)
+            first = first or case
+
+            def whole(c=case, n=PER_RANK // m) -> None:
+                for _ in range(n):
+                    c.backward(c.forward())
+                c.module.zero_grad(set_to_none=True)
+            conds[f"W{m}"] = whole
+        names_c = list(conds)
+        got = {k: [] for k in names_c}
+        for r in range(a.warmup + a.rounds):
+            for k in turn_order(len(names_c), r):
+                t = gm._timed(conds[names_c[k]], device)
+                if r >= a.warmup:
+                    got[names_c[k]].append(t)
+        mine = {k: st.median(v) for k, v in got.items()}
+        every = [None] * pp
+        dist.all_gather_object(every, mine)
+        if rank == 0:
+            with open(a.out, "w") as f:
+                json.dump({k: [e[k] for e in every] for k in mine}, f)
+    return run_worker(body)
+
+
+if __name__ == "__main__":
+    exit_worker(main())
