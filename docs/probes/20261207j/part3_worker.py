@@ -31,6 +31,7 @@ def main() -> int:
     ap.add_argument("--chunks", default="2,3,3,2")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--same", action="store_true", help="part 3b: blocks 1-3 and block 1 on every rank (B3, B1)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -70,7 +71,24 @@ def main() -> int:
                 for p in stage.parameters():
                     p.grad = None
             return run
-        conds = {"S1": stage_case(1), "S4": stage_case(4)}
+        if a.same:      # part 3b: the same units on every rank, a random gradient from above
+            conds = {}
+            for units, tag in ((names[2:5], "B3"), (names[2:3], "B1")):
+                mod = split_model(job.model, [units], [0])[0].to(device).train()
+                for m in (1, 4):
+                    with torch.no_grad():
+                        x0 = split_model(job.model, stages, [0])[0](sample_tokens(job.vocab, m, job.seq_len, rank))
+                    x = torch.randn(x0.shape, generator=g).requires_grad_(True)
+                    up = torch.randn(x0.shape, generator=g)
+
+                    def run(_=None, mod=mod, x=x, up=up, n=PER_RANK // m) -> None:
+                        for _ in range(n):
+                            mod(x).backward(up)
+                        for p in mod.parameters():
+                            p.grad = None
+                    conds[f"{tag} {m}"] = run
+        else:
+            conds = {"S1": stage_case(1), "S4": stage_case(4)}
         first = None
         for m in (1, 4):
             case = gm._whole_model_case(job, m, first.module if first is not None else None)
