@@ -2,7 +2,7 @@
 print rho_S per rank against rho_W.
 
     PYTHONPATH=. python docs/probes/20261207j/part3.py WORKDIR [JOBS] > docs/probes/20261207j/part3.out
-    PYTHONPATH=. python docs/probes/20261207j/part3.py --same WORKDIR [JOBS] > docs/probes/20261207j/part3b.out
+    PYTHONPATH=. python docs/probes/20261207j/part3.py --same WORKDIR [JOBS [NPROC]] > docs/probes/20261207j/part3b.out
 """
 import json
 import os
@@ -18,11 +18,15 @@ def main() -> None:
     same = "--same" in sys.argv[1:]      # part 3b
     argv = [x for x in sys.argv[1:] if x != "--same"]
     wd, jobs = Path(argv[0]), int(argv[1]) if len(argv) > 1 else 2
+    nproc = int(argv[2]) if len(argv) > 2 else 4
+    shape = json.load(open(wd / "shape.json"))
+    chunks = "2,3,3,2" if shape.get("layers") == 8 else f"2,{shape['layers']}"    # only the first stage's output is used
     for j in range(1, jobs + 1):
         out = wd / f"part3{'b' if same else ''}_job{j}.json"
         t0 = time.time()
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
-               os.path.join(HERE, "part3_worker.py"), "--spec", str(wd / "shape.json"), "--out", str(out)] + (["--same"] if same else [])
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               os.path.join(HERE, "part3_worker.py"), "--spec", str(wd / "shape.json"), "--out", str(out),
+               "--chunks", chunks] + (["--same"] if same else [])
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
         if p.returncode != 0:
             print(f"job {j} failed: {(p.stderr or p.stdout)[-1500:]}")
