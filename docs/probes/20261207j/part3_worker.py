@@ -45,7 +45,7 @@ def main() -> int:
         names = job.model.unit_names()
         bounds = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
         stages = [names[x:y] for x, y in zip(bounds, bounds[1:])]
-        stage = split_model(job.model, stages, [rank])[0].to(device).train()
+        stage = None if a.same else split_model(job.model, stages, [rank])[0].to(device).train()
         g = torch.Generator().manual_seed(rank)
 
         def stage_case(m: int):
