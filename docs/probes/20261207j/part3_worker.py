@@ -32,14 +32,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--same", action="store_true", help="part 3b: blocks 1-3 and block 1 on every rank (B3, B1)")
+    ap.add_argument("--mbs", default="1,4", help="micro-batch sizes (dividing 4)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    sizes_mb = tuple(int(x) for x in a.mbs.split(","))
 
     def body():
         torch.set_num_threads(1)
         init_process_group("gloo")
         device = torch.device("cpu")
-        job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(1, 4)), device)
+        job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=sizes_mb), device)
         rank, pp = dist.get_rank(), dist.get_world_size()
         sizes = tuple(int(x) for x in a.chunks.split(","))
         names = job.model.unit_names()
@@ -75,7 +77,7 @@ def main() -> int:
             conds = {}
             for units, tag in ((names[2:5], "B3"), (names[2:3], "B1")):
                 mod = split_model(job.model, [units], [0])[0].to(device).train()
-                for m in (1, 4):
+                for m in sizes_mb:
                     with torch.no_grad():
                         x0 = split_model(job.model, stages, [0])[0](sample_tokens(job.vocab, m, job.seq_len, rank))
                     x = torch.randn(x0.shape, generator=g).requires_grad_(True)
@@ -90,7 +92,7 @@ def main() -> int:
         else:
             conds = {"S1": stage_case(1), "S4": stage_case(4)}
         first = None
-        for m in (1, 4):
+        for m in sizes_mb:
             case = gm._whole_model_case(job, m, first.module if first is not None else None)
             first = first or case
 
