@@ -11,6 +11,8 @@ if __name__ == "__main__":
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
@@ -18,32 +20,18 @@ import torch.distributed as dist
 
 import autoplan.execute.group_measure as gm
 from autoplan.execute.launch import exit_worker, init_process_group, run_worker
-from autoplan.execute.measure import turn_order
 from autoplan.execute.pipeline_profile import pipeline_step
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_args, in_turn   # noqa: E402
 
 RUNS = ((1, 16), (4, 4))
 
 
-def in_turn(steps: dict, rounds: int, warmup: int, device) -> dict[str, list[float]]:
-    """Each of ``steps`` ({name: closure}) once per round, the order rotated: {name: the slowest rank's seconds}."""
-    names = list(steps)
-    got = {k: [] for k in names}
-    for r in range(warmup + rounds):
-        for k in turn_order(len(names), r):
-            t = gm._timed(steps[names[k]], device)
-            t = gm._agree_max(t)
-            if r >= warmup:
-                got[names[k]].append(t)
-    return got
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", required=True)
+    add_args(ap)
     ap.add_argument("--chunks", default="2,3,3,2")
-    ap.add_argument("--rounds", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
     def body():
@@ -57,12 +45,12 @@ def main() -> int:
         def build(tag: str) -> dict:
             return {f"{tag} mbs{mbs}": pipeline_step(job, 4, 1, "1f1b", m, mbs, device, sizes)[1] for mbs, m in RUNS}
         early = build("early")
-        out = {f"before: {k}": v for k, v in in_turn(early, a.rounds, a.warmup, device).items()}
+        out = {f"before: {k}": v for k, v in in_turn(early, a.rounds, a.warmup, device, slowest_each=True).items()}
         t0 = time.perf_counter()
         gm.measure_in_groups(cfg, device)
         cases_s = time.perf_counter() - t0
         late = build("late")
-        out.update({f"after: {k}": v for k, v in in_turn({**early, **late}, a.rounds, a.warmup, device).items()})
+        out.update({f"after: {k}": v for k, v in in_turn({**early, **late}, a.rounds, a.warmup, device, slowest_each=True).items()})
         if dist.get_rank() == 0:
             with open(a.out, "w") as f:
                 json.dump({"cases_s": cases_s, "steps_s": out}, f)

@@ -10,7 +10,8 @@ if __name__ == "__main__":
 
 import argparse
 import json
-import statistics as st
+import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -18,22 +19,21 @@ import torch.distributed as dist
 import autoplan.execute.group_measure as gm
 from autoplan.execute.apply import token_cross_entropy
 from autoplan.execute.launch import exit_worker, init_process_group, run_worker
-from autoplan.execute.measure import turn_order
 from autoplan.execute.pp import split_model
 from autoplan.models.registry import sample_tokens
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_args, in_turn, rank_medians, whole_model_cases   # noqa: E402
 
 PER_RANK = 4
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", required=True)
+    add_args(ap)
     ap.add_argument("--chunks", default="2,3,3,2")
-    ap.add_argument("--rounds", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--same", action="store_true", help="part 3b: blocks 1-3 and block 1 on every rank (B3, B1)")
     ap.add_argument("--mbs", default="1,4", help="micro-batch sizes (dividing 4)")
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
     sizes_mb = tuple(int(x) for x in a.mbs.split(","))
 
@@ -91,29 +91,11 @@ def main() -> int:
                     conds[f"{tag} {m}"] = run
         else:
             conds = {"S1": stage_case(1), "S4": stage_case(4)}
-        first = None
-        for m in sizes_mb:
-            case = gm._whole_model_case(job, m, first.module if first is not None else None)
-            first = first or case
-
-            def whole(c=case, n=PER_RANK // m) -> None:
-                for _ in range(n):
-                    c.backward(c.forward())
-                c.module.zero_grad(set_to_none=True)
-            conds[f"W{m}"] = whole
-        names_c = list(conds)
-        got = {k: [] for k in names_c}
-        for r in range(a.warmup + a.rounds):
-            for k in turn_order(len(names_c), r):
-                t = gm._timed(conds[names_c[k]], device)
-                if r >= a.warmup:
-                    got[names_c[k]].append(t)
-        mine = {k: st.median(v) for k, v in got.items()}
-        every = [None] * pp
-        dist.all_gather_object(every, mine)
+        conds.update(whole_model_cases(job, sizes_mb, PER_RANK))
+        medians = rank_medians(in_turn(conds, a.rounds, a.warmup, device))
         if rank == 0:
             with open(a.out, "w") as f:
-                json.dump({k: [e[k] for e in every] for k in mine}, f)
+                json.dump(medians, f)
     return run_worker(body)
 
 

@@ -9,26 +9,26 @@ if __name__ == "__main__":
 
 import argparse
 import json
-import statistics as st
+import os
+import sys
 
 import torch
 import torch.distributed as dist
 
 import autoplan.execute.group_measure as gm
 from autoplan.execute.launch import exit_worker, init_process_group, run_worker
-from autoplan.execute.measure import turn_order
 from autoplan.execute.pp import split_model
 from autoplan.models.registry import sample_tokens
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_args, in_turn, rank_medians, whole_model_cases   # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", required=True)
+    add_args(ap, rounds=8)
     ap.add_argument("--k0", type=int, required=True)
     ap.add_argument("--mbs", required=True)
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
     sizes = tuple(int(x) for x in a.mbs.split(","))
 
@@ -43,7 +43,6 @@ def main() -> int:
         embed = split_model(job.model, [names[:1]], [0])[0]
         g = torch.Generator().manual_seed(rank)
         conds = {}
-        first = None
         for m in sizes:
             n = max(1, 4 // m)
             with torch.no_grad():
@@ -57,27 +56,12 @@ def main() -> int:
                 for p in stack.parameters():
                     p.grad = None
             conds[f"K{m}"] = run
-            case = gm._whole_model_case(job, m, first.module if first is not None else None)
-            first = first or case
-
-            def whole(c=case, n=n) -> None:
-                for _ in range(n):
-                    c.backward(c.forward())
-                c.module.zero_grad(set_to_none=True)
-            conds[f"W{m}"] = whole
-        keys = list(conds)
-        got = {k: [] for k in keys}
-        for r in range(a.warmup + a.rounds):
-            for k in turn_order(len(keys), r):
-                t = gm._timed(conds[keys[k]], device)
-                if r >= a.warmup:
-                    got[keys[k]].append(t)
-        mine = {k: st.median(v) for k, v in got.items()}
-        every = [None] * dist.get_world_size()
-        dist.all_gather_object(every, mine)
+        whole = whole_model_cases(job, sizes)
+        conds = {k: c for m in sizes for k, c in ((f"K{m}", conds[f"K{m}"]), (f"W{m}", whole[f"W{m}"]))}   # as run
+        medians = rank_medians(in_turn(conds, a.rounds, a.warmup, device))
         if rank == 0:
             with open(a.out, "w") as f:
-                json.dump({k: max(e[k] for e in every) for k in mine}, f)
+                json.dump({k: max(v) for k, v in medians.items()}, f)
     return run_worker(body)
 
 
