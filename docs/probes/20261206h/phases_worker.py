@@ -46,6 +46,8 @@ class Launched:
     opt: torch.optim.Optimizer
     rows: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
     """this rank's (tokens, labels) of step i, as validate's measure feeds them"""
+    one_step: Callable[[int], float]
+    """validate's measure step on batch i (``measure._trainer``'s own: ``par.step``, the optimizer step, ``zero_grad``)"""
 
 
 def launched(plan_path: str) -> Launched:
@@ -53,14 +55,14 @@ def launched(plan_path: str) -> Launched:
     from autoplan.models.source import resolve_plan_model
     plan = Plan.load(plan_path)
     use_cuda = _init()
-    par, opt, _ = _trainer(plan, 0)
+    par, opt, one_step = _trainer(plan, 0)
     lay, tr = plan.layout, plan.training
     vocab = model_vocab(resolve_plan_model(tr.model_spec, tr.shape).build(0))
 
     def rows(i):
         tok, lab = synthetic_batch(i, lay.global_batch, tr.seq_len, vocab, 0)
         return par.batch_slice(tok), par.batch_slice(lab)
-    return Launched(plan, use_cuda, par, opt, rows)
+    return Launched(plan, use_cuda, par, opt, rows, one_step)
 
 
 def add_worker_args(ap: argparse.ArgumentParser) -> None:

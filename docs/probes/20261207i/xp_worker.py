@@ -27,6 +27,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     add_worker_args(ap)
     ap.add_argument("--spec", required=True, help="the model spec the group job builds (the shape JSON)")
+    ap.add_argument("--full-step", action="store_true",
+                    help="X is validate's whole measure step, the optimizer's included (20261207j part 6)")
     a = ap.parse_args()
 
     def body() -> None:
@@ -38,6 +40,8 @@ def main() -> int:
         _, p_step = pipeline_step(job, lay.pp, 1, "1f1b", lay.num_microbatches, lay.mbs, par.device, sizes)
 
         def x_step(i):
+            if a.full_step:
+                return run.one_step(i)
             par.step(*run.rows(i))
             par.zero_grad()
         out = {"X": [], "P": []}

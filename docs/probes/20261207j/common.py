@@ -48,6 +48,13 @@ def whole_model_cases(job, sizes, per_rank: int = 4) -> dict:
     return out
 
 
+def plan_pipeline_step(job, layout, device):
+    """The profile's ``pipeline_step`` closure of ``layout`` (1F1B, its stages as chunks) in the group job ``job``."""
+    from autoplan.execute.pipeline_profile import pipeline_step
+    sizes = tuple(len(s) for s in layout.stages)
+    return pipeline_step(job, layout.pp, 1, "1f1b", layout.num_microbatches, layout.mbs, device, sizes)[1]
+
+
 def rank_medians(got: dict[str, list[float]]) -> dict[str, list[float]]:
     """{name: every rank's median of its seconds} (the same on every rank)."""
     mine = {k: st.median(v) for k, v in got.items()}

@@ -9,6 +9,8 @@ if __name__ == "__main__":
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
@@ -16,16 +18,16 @@ import torch.distributed as dist
 
 import autoplan.execute.group_measure as gm
 from autoplan.execute.launch import exit_worker, init_process_group, run_worker
-from autoplan.execute.pipeline_profile import pipeline_step
 from autoplan.plan.plan import Plan
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_args, plan_pipeline_step   # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", required=True)
+    add_args(ap, rounds=8)
     ap.add_argument("--plan", required=True)
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
     def body():
@@ -34,8 +36,7 @@ def main() -> int:
         device = torch.device("cpu")
         lay = Plan.load(a.plan).layout
         job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(lay.mbs,)), device)
-        _, step = pipeline_step(job, lay.pp, 1, "1f1b", lay.num_microbatches, lay.mbs, device,
-                                tuple(len(s) for s in lay.stages))
+        step = plan_pipeline_step(job, lay, device)
         whole = gm._whole_model_case(job, lay.mbs)
 
         def w():
@@ -44,7 +45,7 @@ def main() -> int:
         out = {}
         for name, fn in (("pipeline", step), ("whole model", w)):
             rec = {"wall": [], "cpu": [], "thread": []}
-            for r in range(a.rounds + 2):
+            for r in range(a.rounds + a.warmup):
                 dist.barrier()
                 c0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
                 fn()
@@ -52,7 +53,7 @@ def main() -> int:
                 got = torch.tensor([time.process_time() - c0, time.thread_time() - t0, time.perf_counter() - w0])
                 every = [torch.zeros(3) for _ in range(dist.get_world_size())]
                 dist.all_gather(every, got)
-                if r >= 2:
+                if r >= a.warmup:
                     rec["wall"].append(max(float(e[2]) for e in every))
                     rec["cpu"].append([float(e[0]) for e in every])
                     rec["thread"].append([float(e[1]) for e in every])

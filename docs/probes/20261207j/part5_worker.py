@@ -16,11 +16,10 @@ import torch.distributed as dist
 
 import autoplan.execute.group_measure as gm
 from autoplan.execute.launch import exit_worker, init_process_group, run_worker
-from autoplan.execute.pipeline_profile import pipeline_step
 from autoplan.plan.plan import Plan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import add_args, in_turn   # noqa: E402
+from common import add_args, in_turn, plan_pipeline_step   # noqa: E402
 
 
 def main() -> int:
@@ -43,8 +42,7 @@ def main() -> int:
             init_process_group("gloo")
         device = torch.device("cpu")
         job = gm._Job(gm.GroupProfileConfig(spec=a.spec, mbs_list=(lay.mbs,)), device)
-        sizes = tuple(len(s) for s in lay.stages)
-        _, step = pipeline_step(job, lay.pp, 1, "1f1b", lay.num_microbatches, lay.mbs, device, sizes)
+        step = plan_pipeline_step(job, lay, device)
         got = in_turn({"P": step}, a.rounds, a.warmup, device, slowest_each=True)
         if dist.get_rank() == 0:
             with open(a.out, "w") as f:

@@ -1,4 +1,6 @@
-"""Probes 20261207j part 6 (PREREGISTRATION.md): two launches per plan, alternating, of ``part6_worker.py``.
+"""Probes 20261207j part 6 (PREREGISTRATION.md): two launches per plan, alternating, of 20261207i's ``xp_worker.py
+--full-step`` (X: validate's measure step, ``measure._trainer``'s own; P: the profile's pipeline step; the run of
+04:41 UTC used ``part6_worker.py``, a copy of that worker with the same X, since folded into it).
 
     PYTHONPATH=. python docs/probes/20261207j/part6.py SHAPE OUTDIR PLAN... > docs/probes/20261207j/part6.out
 """
@@ -10,7 +12,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261206h"))
 from phases_worker import launch_worker   # noqa: E402
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part6_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "20261207i", "xp_worker.py")
 OPTIMIZER_TERM_S = 0.0036      # the model's optimizer term for both plans under Pnow
 
 
@@ -20,7 +22,7 @@ def main() -> None:
     for launch in range(1, 3):
         for n, plan in enumerate(plans):
             out = os.path.join(outdir, f"part6_plan{n}_launch{launch}.json")
-            d = launch_worker(plan, out, f"plan {n} launch {launch}", ["--spec", shape], worker=WORKER)
+            d = launch_worker(plan, out, f"plan {n} launch {launch}", ["--spec", shape, "--full-step"], worker=WORKER)
             if d is None:
                 continue
             x, p = st.median(d["X"]), st.median(d["P"])
