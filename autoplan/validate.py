@@ -267,7 +267,8 @@ def confirm_contenders(runs: list[Run], rounds: int, measure_together: Callable[
     than it or within :data:`CONFIRM_WITHIN` of it) measured again side by side: ``measure_together(those
     runs, rounds)`` times them in turn in one job (:func:`measure_in_turn`, ``rounds`` x validate's steps
     each); each one's step time is then the median of its in-turn steps (``Measured.in_turn_s``), and the
-    choice is judged among them alone (:func:`fidelity`).  The other layouts keep their one measurement.
+    choice is judged among them alone, round by round against the one of the lowest median (:func:`fidelity`,
+    :func:`paired_excess`).  The other layouts keep their one measurement.
 
     Why: every layout is measured once, and the fastest of ten noisy measurements is biased low (the
     least of ten draws), so "the chosen layout is 7% slower than the fastest" can be noise.  Measured
