@@ -482,12 +482,12 @@ def choice_verdict(f: Fidelity) -> str:
     where the contenders were measured more than once."""
     line = f"chosen is {f.chosen_vs_fastest * 100:+.1f}% from the fastest measured"
     if f.in_turn_steps:
-        line += (f" (it and the {f.in_turn_layouts - 1} measured faster or at most {CONFIRM_WITHIN:.0%} slower, timed "
+        line += " (round by round; "
+        if f.chosen_vs_fastest_unpaired is not None and f.chosen_vs_fastest_unpaired > 0:
+            line += f"{f.chosen_vs_fastest_unpaired * 100:+.1f}% by the two medians; "
+        line += (f"it and the {f.in_turn_layouts - 1} measured faster or at most {CONFIRM_WITHIN:.0%} slower, timed "
                  f"again in turn in one job, medians of {f.in_turn_steps} steps; one "
                  f"layout's steps spread {f.in_turn_spread * 100:.0f}% between quartiles on this machine")
-        if f.chosen_vs_fastest_unpaired is not None and f.chosen_vs_fastest_unpaired > 0:
-            line += (f"; paired round by round with the fastest, {f.chosen_vs_fastest_unpaired * 100:+.1f}% "
-                     "by the two medians")
         line += ("; within that noise)" if 0 < f.chosen_vs_fastest <= f.in_turn_spread else ")")
     return line
 

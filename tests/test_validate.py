@@ -172,7 +172,7 @@ def test_confirming_measures_the_contenders_side_by_side_and_judges_on_medians()
     # paired by round with tp2, the fastest median: 0.110/0.100, 0.104/0.140, 0.108/0.104, 0.120/0.103
     assert f.chosen_vs_fastest == pytest.approx((0.108 / 0.104 + 0.110 / 0.100) / 2 - 1) and f.in_turn_steps == 4
     assert f.chosen_vs_fastest_unpaired == pytest.approx(0.109 / 0.1035 - 1)       # the two medians
-    assert "+5.3% by the two medians" in choice_verdict(f)
+    assert "(round by round; +5.3% by the two medians; it and the 2 measured faster" in choice_verdict(f)
     assert f.in_turn_layouts == 3
     import statistics
     q1, _, q3 = statistics.quantiles([0.100, 0.140, 0.104, 0.103], n=4)
