@@ -2,10 +2,11 @@
 window (start, end, its own rate) around a reading, first in a bare job, then with the plans of an in-turn job
 built and stepped (as `measure_in_turn` does), then right after one timed round.
 
-    torchrun --nproc-per-node 4 docs/probes/20261207k/rate_windows.py /work/exp/s27/shapes3/160x8/w0
+    torchrun --nproc-per-node 4 docs/probes/20261207k/rate_windows.py /work/exp/s27/shapes3/160x8/w0 [--pin]
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -47,6 +48,9 @@ def reading(tag: str) -> None:
 
 
 def main() -> None:
+    if "--pin" in sys.argv:             # local rank r on CPU r mod cores, for the whole job
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(os.environ["LOCAL_RANK"]) % len(cpus)]})
     measure._init()
     for k in range(3):
         reading(f"bare {k}")
