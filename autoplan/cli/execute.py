@@ -91,7 +91,8 @@ def validate(
                                                      "or at most 30% slower again, side by side in one job, this many "
                                                      "times --steps steps each, one step of each in turn, and judge "
                                                      "the choice round by round against the layout of the lowest "
-                                                     "median (0: each layout once; a busy or shared machine needs 3)"),     # validate.CONFIRM_WITHIN
+                                                     "median (0: each layout once; a busy or shared machine needs "
+                                                     "3)"),     # validate.CONFIRM_WITHIN
     calibrate: bool = typer.Option(False, help="fit the cost model to the measurements and write it into the cluster profile"),
     out: Optional[Path] = typer.Option(None, "--out", help="write here the plan of the layout that ran fastest (of "
                                                          "those timed in turn where --confirm ran; else of the single "
