@@ -29,7 +29,7 @@ import torch.multiprocessing as mp
 
 from autoplan.errors import AutoplanError
 from autoplan.jsonio import write_json_atomic
-from autoplan.processes import children_ignore
+from autoplan.processes import children_ignore, threads_block
 from autoplan.profile.link_bench import (LinkBenchConfig, LinkLayout, MeasuredGroup, RankZeroResult, RawLinkTimes,
                                          run_all)
 from autoplan.profile.timing import ProgressCallback, ProgressEvent
@@ -94,8 +94,9 @@ def run_local_workers(nproc: int, cfg: LinkBenchConfig, progress: ProgressCallba
     ``STARTUP_ALLOWANCE_S``); ``progress`` is called in this process for each item the workers
     report. Raises AutoplanError when a worker fails or hangs; on any exit (Ctrl-C included) no
     worker outlives the call."""
-    store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(seconds=cfg.timeout_s))
+    with threads_block():       # its server thread must never take the terminal's Ctrl-C (processes.threads_block)
+        store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=cfg.timeout_s))
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="autoplan-links-") as tmp:
         result_path = os.path.join(tmp, "rank0.json")
