@@ -5,7 +5,11 @@
 Before 2026-12-07 08:35 (main at 9a0ee4b): 23 of 24 exited 130, one (1.13 s in) ran to the end and exited 0, as
 test_interrupts.py::test_profile_cluster[SIGINT] did in CI that morning; with processes.threads_block: 48 of 48.
 """
-import os, signal, subprocess, sys, time, collections
+import collections
+import os
+import signal
+import subprocess
+import sys
 codes = collections.Counter()
 for i in range(24):
     d = 0.9 + 0.9 * i / 23
