@@ -149,7 +149,8 @@ def threads_block(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> I
     Python's handlers run.  A thread that does not block it may receive it instead: while
     :func:`children_ignore` sets the signal to be ignored, such a thread drops it (`profile cluster`
     interrupted 1.08 s in ran to the end and exited 0 once in CI, 2026-12-07, its store's server
-    thread the likely receiver).  Main thread only."""
+    thread the likely receiver).  It sets the calling thread's own mask: the redelivery timer's thread
+    calls it too."""
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         yield
