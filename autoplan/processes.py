@@ -162,7 +162,10 @@ def threads_block(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> I
 def children_ignore(signals: Sequence[int]) -> Iterator[None]:
     """Processes started while active ignore ``signals`` (an ignored disposition survives fork and
     exec, and Python then leaves it alone); this process gets any of them that arrive meanwhile when
-    the block ends (Linux keeps a blocked signal pending even while it is ignored). Main thread only."""
+    the block ends (Linux keeps a blocked signal pending even while it is ignored). Main thread only.
+    The mask is the main thread's: a thread of this process that does not block ``signals`` may take
+    one meanwhile and, the signal being ignored, drop it, so start threads inside :func:`threads_block`
+    (a TCPStore's server, a timer)."""
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
     try:

@@ -438,6 +438,11 @@ class Fidelity:
     """the chosen layout's median over the fastest one's, minus 1, as judged until 2026-12-07 (``None``
     where the two were not timed in turn in one job: then it is ``chosen_vs_fastest``)"""
 
+    @property
+    def chosen_vs_fastest_by_medians(self) -> float:
+        """the chosen layout against the fastest by the ratio of their medians, paired or not"""
+        return self.chosen_vs_fastest if self.chosen_vs_fastest_unpaired is None else self.chosen_vs_fastest_unpaired
+
 
 def paired_excess(a: Measured, b: Measured) -> float | None:
     """How much slower ``a`` ran than ``b`` where both were timed in turn in one job (:func:`measure_in_turn`
@@ -465,9 +470,10 @@ def fidelity(runs: list[Run], chosen: int = 0) -> Fidelity:
     mt = [r.measured.step_time_s for r in ok]
     mape = statistics.fmean(abs(p - m) / m for p, m in zip(pt, mt))
     pick = runs[chosen].measured
-    fastest = runs[min(comparison_pool(runs, chosen), key=lambda i: runs[i].measured.step_time_s)].measured
+    f = min(comparison_pool(runs, chosen), key=lambda i: runs[i].measured.step_time_s)
+    fastest = runs[f].measured
     unpaired = (pick.step_time_s if pick else math.inf) / fastest.step_time_s - 1.0
-    paired = None if pick is None else 0.0 if pick is fastest else paired_excess(pick, fastest)
+    paired = None if pick is None else 0.0 if f == chosen else paired_excess(pick, fastest)
     under = max(max(0.0, (r.measured.peak_memory_bytes - r.predicted.peak_memory_bytes) / r.measured.peak_memory_bytes)
                 for r in ok)
     return Fidelity(runs=len(ok), time_mape=mape, rank_correlation=spearman(pt, mt) if len(ok) > 1 else 1.0,

@@ -34,12 +34,13 @@ rank correlation, the chosen layout's measured time over the fastest measured, a
 under-prediction (before calibration). The choice is judged after ``--confirm K`` (default 3): the
 chosen layout and every layout measured faster than it or at most 30% slower
 (``autoplan.validate.CONFIRM_WITHIN``) are measured again side by side in one job, K x the steps each,
-one step of each in turn, and the chosen one is compared with the fastest of that job (the lowest median)
-round by round: the median over rounds of its step over the fastest one's (``autoplan.validate.paired_excess``;
-until 2026-12-07 the ratio of the two medians, still printed beside it)
-(``autoplan.validate.confirm_in_turn``, what ``validate --confirm K`` does; until 2026-12-04 they were
+one step of each in turn (``autoplan.validate.confirm_in_turn``, what ``validate --confirm K`` does), and
+the chosen one is compared with the fastest of that job (the lowest median) round by round: the median over
+rounds of its step over the fastest one's (``autoplan.validate.paired_excess``; until 2026-12-07 the ratio of
+the two medians, still printed beside it). Until 2026-12-04 they were
 launched K more times each, round-robin, and until the sixth session of 2026-12-04 only the layouts
-measured faster were in the job, judged against the others' launches of minutes before). The figure from one measurement each is printed beside it, and
+measured faster were in the job, judged against the others' launches of minutes before. The figure from one
+measurement each is printed beside it, and
 the largest interquartile spread of one layout's in-turn steps: the machine's own timing noise. Then the same
 layouts are timed in turn again in a second job, which judges ``autoplan validate --out``'s pick (the fastest of
 the first job, :func:`autoplan.validate.measured_pick`) and, beside it, the model's choice: the first job cannot
@@ -330,8 +331,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
           f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
           f"rank correlation {statistics.fmean(r.fid.rank_correlation for r in rows):.2f} (mean of the workloads'), "
           f"chosen within {max(r.fid.chosen_vs_fastest for r in rows) * 100:.1f}% of the fastest measured on every "
-          f"workload ({max(_medians(r.fid) for r in rows) * 100:.1f}% by the ratio of medians), memory under-predicted "
-          f"by at most {pooled.worst_memory_underprediction * 100:.1f}%")
+          f"workload ({max(r.fid.chosen_vs_fastest_by_medians for r in rows) * 100:.1f}% by the ratio of medians), "
+          f"memory under-predicted by at most {pooled.worst_memory_underprediction * 100:.1f}%")
     judged = [r.judged for r in rows if r.judged.excess is not None]
     if judged:
         print(f"{title}: validate --out's pick (the fastest of the first in-turn job) within "
@@ -339,11 +340,6 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
               f"one ({len(judged)} of {len(rows)}; on the same jobs the model's choice within "
               f"{max(j.model_excess for j in judged) * 100:.1f}%)")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
-
-
-def _medians(f) -> float:
-    """The chosen layout against the fastest by the ratio of their medians (how it was judged until 2026-12-07)."""
-    return f.chosen_vs_fastest if f.chosen_vs_fastest_unpaired is None else f.chosen_vs_fastest_unpaired
 
 
 def _unpaired(f) -> str:

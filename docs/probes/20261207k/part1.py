@@ -1,6 +1,6 @@
 """Part 1 (PREREGISTRATION.md): the unpaired judge U against the paired judge P, between two in-turn jobs.
 
-    python docs/probes/20261207k/part1.py            # every stored runs.json under /work/exp
+    PYTHONPATH=. python docs/probes/20261207k/part1.py      # every stored runs.json under /work/exp
 """
 from __future__ import annotations
 
@@ -10,20 +10,22 @@ import math
 import statistics
 import sys
 
+from autoplan.validate import Measured, paired_excess
+
 
 def medians(runs: list[dict]) -> list[float]:
     return [statistics.median(r["measured"]["in_turn_s"]) for r in runs]
 
 
 def judges(runs: list[dict]) -> tuple[float, float]:
-    """(U, P) for runs[0] (the model's choice) against the layout of the lowest median."""
+    """(U, P) for runs[0] (the model's choice) against the layout of the lowest median (P: what
+    ``autoplan.validate.paired_excess`` computes, adopted after this part)."""
     med = medians(runs)
     f = min(range(len(runs)), key=med.__getitem__)
     u = med[0] / med[f] - 1.0
     if f == 0:
         return u, 0.0
-    c, t = runs[0]["measured"]["in_turn_s"], runs[f]["measured"]["in_turn_s"]
-    return u, statistics.median(a / b for a, b in zip(c, t)) - 1.0
+    return u, paired_excess(Measured.from_dict(runs[0]["measured"]), Measured.from_dict(runs[f]["measured"]))
 
 
 def round_correlation(runs: list[dict]) -> float | None:
