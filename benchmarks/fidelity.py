@@ -265,6 +265,8 @@ class Row:
     judged: PickJudged
     runs: list[Run]
     wall_s: float
+    spread: str = ""
+    """how far apart the model profile's jobs timed the same steps (:func:`job_spread_line`), '' where unknown"""
 
 
 def judge_pick(confirmed: list[Run], judged: list[Run] | None) -> PickJudged:
@@ -316,7 +318,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
         if judged is not None:
             report(f"{w.shape['name']}, the same layouts timed in turn again in a second job (judges the pick)", judged)
         f = fidelity(runs)
-        rows.append(Row(w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0))
+        rows.append(Row(w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0,
+                        _profile_spread(args.workdir / f"w{i}" / "model.json", w.world)))
         all_runs += [r for r in runs if r.measured is not None]
     print(f"\n== {title}")
     for row in rows:
@@ -326,6 +329,8 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
               f"({_unpaired(f)}{_once(f, row.first, args.confirm)}), "
               f"memory under by {f.worst_memory_underprediction * 100:.1f}% ({row.wall_s:.0f} s); "
               f"{_pick(row.judged, row.runs)}")
+        if row.spread:
+            print(f"    the model profile: {row.spread}")
     pooled = fidelity(all_runs)
     print(f"{title} overall: {len(all_runs)} layouts, step-time error {pooled.time_mape * 100:.1f}% (mean abs., max "
           f"{max(abs(r.predicted.step_time_s / r.measured.step_time_s - 1) for r in all_runs) * 100:.1f}%), "
@@ -340,6 +345,16 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
               f"one ({len(judged)} of {len(rows)}; on the same jobs the model's choice within "
               f"{max(j.model_excess for j in judged) * 100:.1f}%)")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
+
+
+def _profile_spread(model: Path, world: int) -> str:
+    """The model profile's :func:`~autoplan.execute.group_profile.job_spread_line` on ``world`` processes."""
+    from autoplan.errors import AutoplanError
+    from autoplan.execute.group_profile import job_spread_line
+    try:
+        return job_spread_line(ModelProfile.load(str(model)), world)
+    except (OSError, AutoplanError):
+        return ""
 
 
 def _unpaired(f) -> str:

@@ -80,3 +80,30 @@ def test_the_readme_command_takes_the_median_of_three_jobs(gpt_tiny_profiles_2pr
     env = ModelProfile.load(gpt_tiny_profiles_2proc[0]).environment["group_measurements"]
     assert len(env) == 1 and env[0]["jobs"] == 3 and len(env[0]["dates"]) == 3
     assert env[0]["statistic"].endswith("median of 3 separate jobs")
+
+
+def test_job_spread_is_how_far_apart_the_jobs_timed_the_same_steps():
+    from dataclasses import replace
+    jobs = [_job(1.0), _job(1.3), _job(0.9)]
+    jobs[2][PIPELINES] = [replace(jobs[2][PIPELINES][0], step_s=6.0)]       # the pipeline: 5.0, 6.5, 6.0 s
+    got = gp.job_spread(jobs)
+    assert got["steps"] == 2                                     # the whole model's step and the pipeline's
+    assert got["max"] == pytest.approx(13 / 9 - 1, abs=1e-4)     # the whole model: 10, 13, 9 s
+    assert got["widest"] == "whole model mbs 2"
+    assert got["median"] == pytest.approx((13 / 9 - 1 + 6.5 / 5.0 - 1) / 2, abs=1e-4)
+    assert gp.job_spread([_job(1.0)]) is None                    # one job: nothing to compare
+    assert gp.job_spread([{"block": _job(1.0)["block"]}, {"block": _job(2.0)["block"]}]) is None   # no whole step
+
+
+def test_combine_jobs_keeps_the_spread_and_the_line_says_it():
+    from types import SimpleNamespace
+    jobs = [_job(1.0), _job(1.1), _job(1.0)]
+    jobs[1][WHOLE_MODEL] = _job(1.3)[WHOLE_MODEL]
+    _, env = gp.combine_jobs([(j, {"world": 2, "date": "d"}) for j in jobs])
+    assert env["job_spread"]["widest"] == "whole model mbs 2" and env["jobs"] == 3
+    line = gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [env]}), 2)
+    assert line == "its 3 jobs timed the same steps a median 20% apart (up to 30%: whole model mbs 2)"
+    assert gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [env]}), 4) == ""   # other world
+    old = {k: v for k, v in env.items() if k != "job_spread"}                                       # before 2026-12-07
+    assert gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [old]}), 2) == ""
+    assert gp.combine_jobs([(jobs[0], {"world": 2})])[1] == {"world": 2}                           # one job: as it was

@@ -138,6 +138,11 @@ def validate(
             typer.echo(f"step-time error {f.time_mape * 100:.1f}% (mean abs), rank correlation {f.rank_correlation:.2f}, "
                        f"{choice_verdict(f)}, worst memory under-prediction "
                        f"{f.worst_memory_underprediction * 100:.1f}%")
+            from autoplan.execute.group_profile import job_spread_line
+            spread = job_spread_line(pb.profile, pb.cluster.world_size)
+            if spread:
+                typer.echo(f"the model profile: {spread}; the same step moves that much from one job to the next "
+                           "here, so errors of that size need not be the model's")
     if out is not None:
         typer.echo(write_measured_pick(pb, runs, out), err=as_json)
     if calibrate:

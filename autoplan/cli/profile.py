@@ -123,8 +123,14 @@ def profile_model_cmd(
     if t:
         summary += f"; block fwd {t.forward_s * 1e3:.2f} ms bwd {t.backward_s * 1e3:.2f} ms at mbs {t.mbs}"
     if worlds:
+        from autoplan.execute.group_profile import job_spread_line
         summary += (f"; in groups of {', '.join(map(str, worlds))} processes"
                     + (f", each figure the median of {group_jobs} jobs" if group_jobs > 1 else ""))
+        for world in worlds:
+            spread = job_spread_line(prof, world)
+            if spread:
+                summary += (f"\n  on {world} processes {spread}: expect step-time errors of that order on this "
+                            "machine, whatever the cost model")
     typer.echo(summary)
 
 

@@ -102,7 +102,62 @@ def combine_jobs(measured: list[tuple[dict[str, list], dict]]) -> tuple[dict[str
         env.update(jobs=n, statistic=env.get("statistic", "") + f"; median of {n} separate jobs",
                    foreign_cores_max=max(e.get("foreign_cores_max", 0.0) for _, e in measured),
                    dates=[e.get("date") for _, e in measured])
+        spread = job_spread([t for t, _ in measured])
+        if spread:
+            env["job_spread"] = spread
     return timings, env
+
+
+def job_spread(jobs: list[dict[str, list]]) -> dict | None:
+    """How far apart separate jobs timed the same whole steps: for each whole-model case (its seconds
+    summed: forward, backward, sync, optimizer) and each pipeline run (``step_s``) that two or more jobs
+    measured, max / min - 1 over the jobs. Returns ``{"median": ..., "max": ..., "steps": n, "widest": what}``
+    (None where no step was measured twice).
+
+    Why: on processes that share cores the same step runs at different speeds from one job to the next
+    (where the OS places the processes, what the host does), and no profile can know which speed a later
+    run will meet; this is the error a prediction on this machine cannot get under, and ``validate`` and
+    ``profile model`` say it (on 2026-12-07 the 16-micro-batch 1F1B pipeline of a 4-process profile took
+    0.660, 0.678 and 0.843 s in its three jobs; launched minutes later, 0.729 s, and 0.861 s timed in turn
+    with nine other layouts: ``docs/probes/20261207l``)."""
+    seen: dict[tuple, list[float]] = {}
+    for job in jobs:
+        for t in job.get(WHOLE_MODEL, []):
+            _, ident, figs = _identity_and_figures(t)
+            seen.setdefault(("whole model",) + ident, []).append(sum(figs.values()))
+        for t in job.get(PIPELINES, []):
+            _, ident, _ = _identity_and_figures(t)
+            seen.setdefault(("pipeline",) + ident, []).append(t.step_s)
+    spreads = sorted((max(v) / min(v) - 1.0, key) for key, v in seen.items() if len(v) >= 2 and min(v) > 0)
+    if not spreads:
+        return None
+    widest, key = spreads[-1]
+    return {"median": round(statistics.median(s for s, _ in spreads), 4), "max": round(widest, 4),
+            "steps": len(spreads), "widest": _describe_step(key)}
+
+
+def _describe_step(key: tuple) -> str:
+    """A step case of :func:`job_spread` in words: ``pipeline pp 4 1f1b, 16 x mbs 1`` or ``whole model mbs 4``."""
+    what, ident = key[0], dict(key[1:])
+    if what == "pipeline":
+        vp = f" vp {ident['vp']}" if ident.get("vp", 1) > 1 else ""
+        return f"pipeline pp {ident['pp']}{vp} {ident['schedule']}, {ident['num_microbatches']} x mbs {ident['mbs']}"
+    return f"whole model mbs {ident.get('mbs')}"
+
+
+def job_spread_line(profile: ModelProfile, world: int) -> str:
+    """``profile``'s :func:`job_spread` on ``world`` processes in words (its latest group measurement
+    there), or '' where it has none (one job, or a profile written before 2026-12-07)."""
+    found = [e for e in profile.environment.get("group_measurements", [])
+             if isinstance(e, dict) and e.get("world") == world and isinstance(e.get("job_spread"), dict)]
+    if not found:
+        return ""
+    spread, jobs = found[-1]["job_spread"], found[-1].get("jobs", "separate")
+    try:
+        return (f"its {jobs} jobs timed the same steps a median {float(spread['median']):.0%} apart (up to "
+                f"{float(spread['max']):.0%}: {spread['widest']})")
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 GROUP_JOBS_ON_SHARED_CORES = 3
