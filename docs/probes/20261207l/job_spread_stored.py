@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 for wd in sys.argv[1:]:
-    jobs = [json.load(open(Path(wd) / f"model-job{j}.json")) for j in (1, 2, 3)]
+    files = [Path(wd) / f"model-job{j}.json" if Path(wd).is_dir() else Path(f"{wd}_job{j}.json") for j in (1, 2, 3)]
+    jobs = [json.load(open(f)) for f in files]
     cases = {}
     for d in jobs:
         for t in d.get("whole_model_timings", []):
