@@ -107,3 +107,5 @@ def test_combine_jobs_keeps_the_spread_and_the_line_says_it():
     old = {k: v for k, v in env.items() if k != "job_spread"}                                       # before 2026-12-07
     assert gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [old]}), 2) == ""
     assert gp.combine_jobs([(jobs[0], {"world": 2})])[1] == {"world": 2}                           # one job: as it was
+    again = {"world": 2, "date": "later"}              # measured again in one job: its figures replaced the three jobs'
+    assert gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [env, again]}), 2) == ""

@@ -109,15 +109,15 @@ def combine_jobs(measured: list[tuple[dict[str, list], dict]]) -> tuple[dict[str
 
 
 def job_spread(jobs: list[dict[str, list]]) -> dict | None:
-    """How far apart separate jobs timed the same whole steps: for each whole-model case (its seconds
-    summed: forward, backward, sync, optimizer) and each pipeline run (``step_s``) that two or more jobs
-    measured, max / min - 1 over the jobs. Returns ``{"median": ..., "max": ..., "steps": n, "widest": what}``
-    (None where no step was measured twice).
+    """How far apart separate jobs timed the same whole steps: for each whole-model case (the sum of its
+    figures in seconds) and each pipeline run (``step_s``) that two or more jobs measured, max / min - 1
+    over the jobs. Returns ``{"median": ..., "max": ..., "steps": n, "widest": what}`` (None where no step
+    was measured twice).
 
     Why: on processes that share cores the same step runs at different speeds from one job to the next
     (where the OS places the processes, what the host does), and no profile can know which speed a later
-    run will meet; this is the error a prediction on this machine cannot get under, and ``validate`` and
-    ``profile model`` say it (on 2026-12-07 the 16-micro-batch 1F1B pipeline of a 4-process profile took
+    run will meet: step-time errors of that order need not be the cost model's, and ``validate`` and
+    ``profile model`` say so (on 2026-12-07 the 16-micro-batch 1F1B pipeline of a 4-process profile took
     0.660, 0.678 and 0.843 s in its three jobs; launched minutes later, 0.729 s, and 0.861 s timed in turn
     with nine other layouts: ``docs/probes/20261207l``)."""
     seen: dict[tuple, list[float]] = {}
@@ -146,11 +146,12 @@ def _describe_step(key: tuple) -> str:
 
 
 def job_spread_line(profile: ModelProfile, world: int) -> str:
-    """``profile``'s :func:`job_spread` on ``world`` processes in words (its latest group measurement
-    there), or '' where it has none (one job, or a profile written before 2026-12-07)."""
+    """``profile``'s :func:`job_spread` on ``world`` processes in words, from its latest group measurement
+    there (whose figures the profile holds), or '' where that has none (one job, or written before
+    2026-12-07)."""
     found = [e for e in profile.environment.get("group_measurements", [])
-             if isinstance(e, dict) and e.get("world") == world and isinstance(e.get("job_spread"), dict)]
-    if not found:
+             if isinstance(e, dict) and e.get("world") == world]
+    if not found or not isinstance(found[-1].get("job_spread"), dict):
         return ""
     spread, jobs = found[-1]["job_spread"], found[-1].get("jobs", "separate")
     try:
