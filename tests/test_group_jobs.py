@@ -80,6 +80,8 @@ def test_the_readme_command_takes_the_median_of_three_jobs(gpt_tiny_profiles_2pr
     env = ModelProfile.load(gpt_tiny_profiles_2proc[0]).environment["group_measurements"]
     assert len(env) == 1 and env[0]["jobs"] == 3 and len(env[0]["dates"]) == 3
     assert env[0]["statistic"].endswith("median of 3 separate jobs")
+    spread = env[0]["job_spread"]                      # the whole model's steps and the pipelines', job to job
+    assert spread["steps"] >= 3 and spread["max"] >= spread["median"] >= 0.0
 
 
 def test_job_spread_is_how_far_apart_the_jobs_timed_the_same_steps():
