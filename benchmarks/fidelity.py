@@ -68,7 +68,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from autoplan.execute.group_profile import (GroupProfileConfig, add_group_timings, default_group_jobs,
-                                            profile_groups_into)
+                                            job_spread_line, profile_groups_into)
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
@@ -204,13 +204,14 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
 
 
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
-                 confirm: int = 0, group_jobs: int | None = None) -> tuple[list[Run], list[Run], list[Run] | None]:
+                 confirm: int = 0, group_jobs: int | None = None) -> tuple[list[Run], list[Run], list[Run] | None, str]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
     top ``top_k`` layouts (chosen first). Returns (the runs as validate measured them, the same with the
     contenders measured again in turn in one job, ``confirm`` x ``steps`` steps each:
     :func:`~autoplan.validate.confirm_in_turn`; the same layouts timed in turn again in a second job, which
     judges ``validate --out``'s pick, the fastest of the first job: :func:`judge_pick`; ``None`` where no
-    first job ran or the second failed)."""
+    first job ran or the second failed; how far apart the model profile's jobs timed the same steps,
+    :func:`~autoplan.execute.group_profile.job_spread_line`, '' where it does not say)."""
     from autoplan.plan.api import make_problem
     from autoplan.validate import validate
     workdir.mkdir(parents=True, exist_ok=True)
@@ -238,7 +239,7 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     write_json_atomic(workdir / "runs.json", {"workload": asdict(w), "runs": [r.to_dict() for r in runs],
                                               "confirmed": [r.to_dict() for r in confirmed],
                                               **({"judged": [r.to_dict() for r in judged]} if judged else {})})
-    return runs, confirmed, judged
+    return runs, confirmed, judged, job_spread_line(pb.profile, w.world)
 
 
 @dataclass(frozen=True)
@@ -307,9 +308,9 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
     for k, (i, w) in enumerate(work, start=1):
         t0 = time.perf_counter()
         print(f"\n[{k}/{len(work)}] {w.describe()}", flush=True)
-        first, runs, judged = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps,
-                                           warmup=args.warmup, memory=str(args.memory_per_device),
-                                           confirm=args.confirm, group_jobs=args.group_jobs)
+        first, runs, judged, spread = run_workload(w, args.workdir / f"w{i}", top_k=args.top_k, steps=args.steps,
+                                                   warmup=args.warmup, memory=str(args.memory_per_device),
+                                                   confirm=args.confirm, group_jobs=args.group_jobs)
         report(f"{w.shape['name']} (chosen first)", first)
         if runs is not first:
             report(f"{w.shape['name']}, the chosen layout and those measured faster or at most "
@@ -318,8 +319,7 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
         if judged is not None:
             report(f"{w.shape['name']}, the same layouts timed in turn again in a second job (judges the pick)", judged)
         f = fidelity(runs)
-        rows.append(Row(w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0,
-                        _profile_spread(args.workdir / f"w{i}" / "model.json", w.world)))
+        rows.append(Row(w, f, fidelity(first), judge_pick(runs, judged), runs, time.perf_counter() - t0, spread))
         all_runs += [r for r in runs if r.measured is not None]
     print(f"\n== {title}")
     for row in rows:
@@ -345,16 +345,6 @@ def run_workloads(work: list[tuple[int, Workload]], title: str, args) -> None:
               f"one ({len(judged)} of {len(rows)}; on the same jobs the model's choice within "
               f"{max(j.model_excess for j in judged) * 100:.1f}%)")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s (load average {_load()}); work in {args.workdir}")
-
-
-def _profile_spread(model: Path, world: int) -> str:
-    """The model profile's :func:`~autoplan.execute.group_profile.job_spread_line` on ``world`` processes."""
-    from autoplan.errors import AutoplanError
-    from autoplan.execute.group_profile import job_spread_line
-    try:
-        return job_spread_line(ModelProfile.load(str(model)), world)
-    except (OSError, AutoplanError):
-        return ""
 
 
 def _unpaired(f) -> str:

@@ -120,29 +120,26 @@ def job_spread(jobs: list[dict[str, list]]) -> dict | None:
     ``profile model`` say so (on 2026-12-07 the 16-micro-batch 1F1B pipeline of a 4-process profile took
     0.660, 0.678 and 0.843 s in its three jobs; launched minutes later, 0.729 s, and 0.861 s timed in turn
     with nine other layouts: ``docs/probes/20261207l``)."""
-    seen: dict[tuple, list[float]] = {}
-    for job in jobs:
-        for t in job.get(WHOLE_MODEL, []):
-            _, ident, figs = _identity_and_figures(t)
-            seen.setdefault(("whole model",) + ident, []).append(sum(figs.values()))
-        for t in job.get(PIPELINES, []):
-            _, ident, _ = _identity_and_figures(t)
-            seen.setdefault(("pipeline",) + ident, []).append(t.step_s)
-    spreads = sorted((max(v) / min(v) - 1.0, key) for key, v in seen.items() if len(v) >= 2 and min(v) > 0)
+    spreads: dict[tuple[str, tuple], float] = {}
+    for kind, step_s in ((WHOLE_MODEL, lambda figs: sum(figs.values())), (PIPELINES, lambda figs: figs["step_s"])):
+        for (_, ident), runs in _figures_by_case(jobs, kind).items():
+            steps = [step_s(figs) for figs in runs]
+            if len(steps) >= 2 and min(steps) > 0:
+                spreads[(kind, ident)] = max(steps) / min(steps) - 1.0
     if not spreads:
         return None
-    widest, key = spreads[-1]
-    return {"median": round(statistics.median(s for s, _ in spreads), 4), "max": round(widest, 4),
-            "steps": len(spreads), "widest": _describe_step(key)}
+    widest = max(spreads, key=spreads.get)
+    return {"median": round(statistics.median(spreads.values()), 4), "max": round(spreads[widest], 4),
+            "steps": len(spreads), "widest": _describe_step(*widest)}
 
 
-def _describe_step(key: tuple) -> str:
+def _describe_step(kind: str, ident: tuple) -> str:
     """A step case of :func:`job_spread` in words: ``pipeline pp 4 1f1b, 16 x mbs 1`` or ``whole model mbs 4``."""
-    what, ident = key[0], dict(key[1:])
-    if what == "pipeline":
-        vp = f" vp {ident['vp']}" if ident.get("vp", 1) > 1 else ""
-        return f"pipeline pp {ident['pp']}{vp} {ident['schedule']}, {ident['num_microbatches']} x mbs {ident['mbs']}"
-    return f"whole model mbs {ident.get('mbs')}"
+    case = dict(ident)
+    if kind == PIPELINES:
+        vp = f" vp {case['vp']}" if case.get("vp", 1) > 1 else ""
+        return f"pipeline pp {case['pp']}{vp} {case['schedule']}, {case['num_microbatches']} x mbs {case['mbs']}"
+    return f"whole model mbs {case.get('mbs')}"
 
 
 def job_spread_line(profile: ModelProfile, world: int) -> str:
@@ -186,6 +183,17 @@ def _identity_and_figures(timing) -> tuple[type, tuple, dict[str, float]]:
     return type(timing), tuple(ident), figs
 
 
+def _figures_by_case(jobs: list[dict[str, list]], kind: str) -> dict[tuple[type, tuple], list[dict[str, float]]]:
+    """Each case of ``kind`` the jobs measured ((class, identity): :func:`_identity_and_figures`), with the
+    figures of every job that measured it, in the jobs' order."""
+    seen: dict[tuple[type, tuple], list[dict[str, float]]] = {}
+    for job in jobs:
+        for t in job.get(kind, []):
+            cls, ident, figs = _identity_and_figures(t)
+            seen.setdefault((cls, ident), []).append(figs)
+    return seen
+
+
 def median_of_jobs(jobs: list[dict[str, list]]) -> dict[str, list]:
     """The timings of several separate jobs that measured the same cases, each figure (every field in
     seconds of a :class:`GroupTiming` or :class:`PipelineTiming`) the median over the jobs that measured
@@ -199,11 +207,7 @@ def median_of_jobs(jobs: list[dict[str, list]]) -> dict[str, list]:
         return jobs[0]
     out: dict[str, list] = {}
     for kind, first in jobs[0].items():
-        seen: dict[tuple, list[dict[str, float]]] = {}
-        for job in jobs:
-            for t in job.get(kind, []):
-                cls, ident, figs = _identity_and_figures(t)
-                seen.setdefault((cls, ident), []).append(figs)
+        seen = _figures_by_case(jobs, kind)
         merged = []
         for t in first:
             cls, ident, _ = _identity_and_figures(t)
