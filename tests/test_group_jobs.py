@@ -46,7 +46,7 @@ def test_profile_groups_into_runs_separate_jobs_and_says_so(monkeypatch, tmp_pat
     scales = iter([1.0, 3.0, 1.1])
 
     def fake_job(cfg, nproc, progress=None):
-        calls.append(nproc)
+        calls.append((nproc, cfg.chunk_splits))
         progress(1, 2, "block")
         s = next(scales)
         return _job(s), {"world": nproc, "date": f"d{s}", "foreign_cores_max": s / 10, "statistic": "median"}
@@ -55,13 +55,40 @@ def test_profile_groups_into_runs_separate_jobs_and_says_so(monkeypatch, tmp_pat
     prof = ModelProfile.__new__(ModelProfile)
     _, timings, env = gp.profile_groups_into(prof, GroupProfileConfig(spec="gpt-tiny"), 2, jobs=3,
                                              progress=lambda d, t, w: seen.append((d, t, w)))
-    assert calls == [2, 2, 2]
+    assert calls == [(2, ()), (2, ((2, 2),)), (2, ((2, 2),))]      # the later jobs run the first job's chunks
     assert [(d, t) for d, t, _ in seen] == [(1, 6), (3, 6), (5, 6)] and seen[1][2] == "job 2/3: block"
     assert timings["block"][0].forward_s == 1.1
     assert env["jobs"] == 3 and env["dates"] == ["d1.0", "d3.0", "d1.1"] and env["foreign_cores_max"] == 0.3
     assert "median of 3 separate jobs" in env["statistic"]
     with pytest.raises(Exception, match="--group-jobs must be a positive integer"):
         gp.profile_groups_into(prof, GroupProfileConfig(spec="gpt-tiny"), 2, jobs=0)
+
+
+def test_a_job_runs_the_pipelines_with_the_splits_it_is_given():
+    """A later job times the first job's chunks, whatever its own in-group times would balance to; a
+    chunk count the splits do not name is balanced by its own times, and the worker reads the splits
+    back from the JSON its parent passes it."""
+    import json
+    from dataclasses import asdict
+
+    from autoplan.execute import group_measure as gm
+    first = {PIPELINES: [PipelineTiming(world=4, pp=4, vp=1, schedule="1f1b", num_microbatches=4, mbs=1,
+                                        chunks=(3, 3, 3, 1), step_s=1.0, reference_s=1.0),
+                         PipelineTiming(world=4, pp=4, vp=1, schedule="1f1b", num_microbatches=16, mbs=1,
+                                        chunks=(3, 3, 3, 1), step_s=2.0, reference_s=1.0),
+                         PipelineTiming(world=4, pp=2, vp=1, schedule="1f1b", num_microbatches=2, mbs=1,
+                                        chunks=(5, 5), step_s=1.0, reference_s=1.0)]}
+    splits = gm.pipeline_splits(first)
+    assert splits == ((5, 5), (3, 3, 3, 1))
+    cfg = gm.GroupProfileConfig(spec="gpt-tiny", chunk_splits=splits)
+    unit_s = [1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0]       # balanced alone: 3,2,3,2 over 4 chunks
+    assert gm._split(gm.GroupProfileConfig(spec="gpt-tiny"), unit_s, 4) == (3, 2, 3, 2)
+    assert gm._split(cfg, unit_s, 4) == (3, 3, 3, 1)
+    assert gm._split(cfg, unit_s, 8) == gm.balanced_chunks(unit_s, 8)
+    assert gm._split(gm.GroupProfileConfig(spec="gpt-tiny"), None, 4) is None
+    assert gp.config_from_json(json.dumps(asdict(cfg))) == cfg
+    plain = gm.GroupProfileConfig(spec="gpt-tiny", mbs_list=(1, 2), tp_list=None)
+    assert gp.config_from_json(json.dumps(asdict(plain))) == plain
 
 
 def test_default_is_three_jobs_on_cpu_processes_one_on_gpus(monkeypatch):

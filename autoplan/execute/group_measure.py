@@ -88,6 +88,11 @@ class GroupProfileConfig:
     seed: int = 0
     pipelines: bool = True
     """also run short real pipelines of the model (:mod:`autoplan.execute.pipeline_profile`)"""
+    chunk_splits: tuple[tuple[int, ...], ...] = ()
+    """the pipeline runs' units per chunk, one split per chunk count (``pp * vp``): the first job's
+    (:func:`pipeline_splits`), which ``profile_groups_into`` hands to the later jobs so that every job
+    times the same pipelines; a chunk count not among them is balanced by this job's own in-group
+    times (:func:`~autoplan.execute.pipeline_profile.balanced_chunks`)"""
 
 
 @dataclass
@@ -579,6 +584,24 @@ def _pipelines_fit_together(job: _Job, cases: list[tuple[int, int, str, int]], d
     return 2 * param_bytes * sum(1 / pp for pp, _, _, _ in cases) <= PIPELINES_TOGETHER_SHARE * free_bytes
 
 
+def pipeline_splits(timings: dict[str, list]) -> tuple[tuple[int, ...], ...]:
+    """The chunk splits of the pipeline runs in a job's ``timings``, one per chunk count (for
+    :attr:`GroupProfileConfig.chunk_splits`)."""
+    found: dict[int, tuple[int, ...]] = {}
+    for t in timings.get(PIPELINES, []):
+        found.setdefault(len(t.chunks), tuple(t.chunks))
+    return tuple(found[n] for n in sorted(found))
+
+
+def _split(cfg: GroupProfileConfig, unit_s: list[float] | None, chunks: int) -> tuple[int, ...] | None:
+    """Units per chunk of a pipeline run of ``chunks`` chunks: the split ``cfg`` names for that count,
+    else balanced by ``unit_s`` (None without them: even chunks)."""
+    given = next((tuple(s) for s in cfg.chunk_splits if len(s) == chunks), None)
+    if given is not None:
+        return given
+    return balanced_chunks(unit_s, chunks) if unit_s else None
+
+
 def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Callable[[str], None] | None = None,
                       unit_s: list[float] | None = None) -> tuple[list[PipelineTiming], float]:
     """Every run of :func:`~autoplan.execute.pipeline_profile.pipeline_cases` in the initialised job:
@@ -586,7 +609,8 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
     every rank runs the whole model's forward and backward once (``reference_s``), then rank 0 alone
     while the others wait in a barrier (``lone_reference_s``). The chunks are balanced by the units'
     in-group times ``unit_s`` (:func:`~autoplan.execute.pipeline_profile.balanced_chunks`, the split a
-    planner picks; None: even chunks). The runs are timed in turn, one step of each per round
+    planner picks; None: even chunks), unless ``cfg.chunk_splits`` names the split (a later job of a
+    profile takes the first job's: :func:`pipeline_splits`). The runs are timed in turn, one step of each per round
     (:func:`_step_samples_in_turn`, which says why), where they fit side by side
     (:func:`_pipelines_fit_together`), else one after another."""
     mbs = min(cfg.mbs_list)
@@ -601,8 +625,7 @@ def measure_pipelines(job: _Job, cfg: GroupProfileConfig, device, progress: Call
     out: list[PipelineTiming] = []
     worst = 0.0
     for group in groups:
-        built = [pipeline_step(job, pp, vp, schedule, m, mbs, device,
-                               balanced_chunks(unit_s, pp * vp) if unit_s else None)
+        built = [pipeline_step(job, pp, vp, schedule, m, mbs, device, _split(cfg, unit_s, pp * vp))
                  for pp, vp, schedule, m in group]
         reported = 0
 

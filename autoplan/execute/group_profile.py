@@ -29,7 +29,7 @@ if __name__ == "__main__":     # a signal while torch imports ends the worker qu
     stop_quietly_until_ready()
 
 from autoplan.errors import AutoplanError, InputError
-from autoplan.execute.group_measure import WHOLE_MODEL, GroupProfileConfig, measure_in_groups
+from autoplan.execute.group_measure import WHOLE_MODEL, GroupProfileConfig, measure_in_groups, pipeline_splits
 from autoplan.execute.pipeline_profile import PIPELINES
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
 
@@ -80,7 +80,13 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
     median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do."""
     if not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
-    measured = [profile_in_groups(cfg, nproc, progress=_job_progress(progress, j, jobs)) for j in range(jobs)]
+    measured = [profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))]
+    # the later jobs run the pipelines with the first job's chunks: a run is matched across the jobs
+    # with its split, and each job balancing by its own in-group times split them differently (on
+    # 2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median
+    # of 3 jobs" one job's figure (docs/probes/20261207l)
+    later = replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(measured[0][0]))
+    measured += [profile_in_groups(later, nproc, progress=_job_progress(progress, j, jobs)) for j in range(1, jobs)]
     return add_group_timings(profile, *combine_jobs(measured))
 
 
@@ -356,6 +362,13 @@ def _worker(cfg: GroupProfileConfig, out: str | None) -> dict:
     return result
 
 
+def config_from_json(text: str) -> GroupProfileConfig:
+    """The :class:`GroupProfileConfig` the parent passed as JSON (``asdict``), its lists as tuples."""
+    def tuples(v):
+        return tuple(tuples(x) for x in v) if isinstance(v, list) else v
+    return GroupProfileConfig(**{k: tuples(v) for k, v in json.loads(text).items()})
+
+
 def main(argv: list[str] | None = None) -> int:
     from autoplan.execute.launch import run_worker
     p = argparse.ArgumentParser(description="measure a model's layers inside real process groups (run under torchrun)")
@@ -364,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     if args.config:
-        d = json.loads(args.config)
-        cfg = GroupProfileConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        cfg = config_from_json(args.config)
     elif args.model:
         cfg = GroupProfileConfig(spec=args.model)
     else:
