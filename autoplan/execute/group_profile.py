@@ -81,13 +81,18 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
     if not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
     measured = [profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))]
-    # the later jobs run the pipelines with the first job's chunks: a run is matched across the jobs
-    # with its split, and each job balancing by its own in-group times split them differently (on
-    # 2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median
-    # of 3 jobs" one job's figure (docs/probes/20261207l)
-    later = replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(measured[0][0]))
+    later = later_jobs_config(cfg, measured[0][0])
     measured += [profile_in_groups(later, nproc, progress=_job_progress(progress, j, jobs)) for j in range(1, jobs)]
     return add_group_timings(profile, *combine_jobs(measured))
+
+
+def later_jobs_config(cfg: GroupProfileConfig, first: dict[str, list]) -> GroupProfileConfig:
+    """``cfg`` for the jobs after the first (whose timings are ``first``): the pipelines run with the first
+    job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`). A run is matched across the
+    jobs with its split, and jobs that each balance by their own in-group times split differently (on
+    2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median of 3
+    jobs" one job's figure (``docs/probes/20261207l``)."""
+    return replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(first))
 
 
 def _job_progress(progress: Callable[[int, int, str], None] | None, job: int, jobs: int):
