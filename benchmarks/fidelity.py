@@ -185,7 +185,7 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     ``--group-jobs 1``) for a paired comparison on the same measured layouts: the command with one job,
     then ``jobs - 1`` more in-group jobs of the same configuration, each figure the median over all."""
     from autoplan.execute.group_measure import WHOLE_MODEL
-    from autoplan.execute.group_profile import combine_jobs, later_jobs_config, profile_in_groups
+    from autoplan.execute.group_profile import combine_jobs, measure_jobs
     from autoplan.execute.pipeline_profile import PIPELINES
     first = model.with_name("model-job1.json")
     _autoplan("profile", "model", "--model", str(shape), "--out", str(first), "--mbs", mbs,
@@ -195,12 +195,11 @@ def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int
     job1[WHOLE_MODEL] = [g for g in prof.whole_model_timings if g.world == world]
     job1[PIPELINES] = [t for t in prof.pipeline_timings if t.world == world]
     env1 = prof.environment["group_measurements"].pop()      # job 1's record, added again with the others'
-    cfg = later_jobs_config(GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")),
-                                               seq_len=prof.seq_len), job1)      # job 1's chunks, as the command's
-    more = [profile_in_groups(cfg, world) for _ in range(jobs - 1)]
-    for j, (t, e) in enumerate(more, start=2):          # each job alone too: the profile's noise, job to job
+    cfg = GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")), seq_len=prof.seq_len)
+    measured = measure_jobs(cfg, world, jobs, first=(job1, env1))        # the later jobs as the command runs them
+    for j, (t, e) in enumerate(measured[1:], start=2):   # each job alone too: the profile's noise, job to job
         add_group_timings(copy.deepcopy(prof), t, e).save(str(model.with_name(f"model-job{j}.json")))
-    add_group_timings(prof, *combine_jobs([(job1, env1)] + more))
+    add_group_timings(prof, *combine_jobs(measured))
     prof.save(str(model))
 
 

@@ -93,7 +93,7 @@ def test_the_validate_command_defaults_are_validates_named_steps():
 
 def test_the_benchmarks_later_profile_jobs_run_the_first_jobs_chunks(fb, monkeypatch, tmp_path):
     """``profile_jobs_apart`` mirrors ``profile model --group-jobs K``: jobs 2..K are given job 1's pipeline
-    splits (``later_jobs_config``), so each pipeline figure is a median over every job."""
+    splits (``group_profile.measure_jobs``), so each pipeline figure is a median over every job."""
     import autoplan.execute.group_profile as gp
     from autoplan.profile.formats import ModelProfile, PipelineTiming
     run = PipelineTiming(world=2, pp=2, vp=1, schedule="1f1b", num_microbatches=2, mbs=1, chunks=(6, 4),
@@ -106,7 +106,7 @@ def test_the_benchmarks_later_profile_jobs_run_the_first_jobs_chunks(fb, monkeyp
         prof.save(argv[argv.index("--out") + 1])
     seen = []
 
-    def later_job(cfg, world):
+    def later_job(cfg, world, progress=None):
         seen.append(cfg.chunk_splits)
         return {}, {"world": world, "date": "d"}
     monkeypatch.setattr(fb, "_autoplan", first_job)

@@ -90,7 +90,7 @@ class GroupProfileConfig:
     """also run short real pipelines of the model (:mod:`autoplan.execute.pipeline_profile`)"""
     chunk_splits: tuple[tuple[int, ...], ...] = ()
     """the pipeline runs' units per chunk, one split per chunk count (``pp * vp``): the first job's
-    (:func:`pipeline_splits`), which ``profile_groups_into`` hands to the later jobs so that every job
+    (:func:`pipeline_splits`), which ``group_profile.measure_jobs`` hands to the later jobs so that every job
     times the same pipelines; a chunk count not among them is balanced by this job's own in-group
     times (:func:`~autoplan.execute.pipeline_profile.balanced_chunks`)"""
 

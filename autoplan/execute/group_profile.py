@@ -80,19 +80,21 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
     median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do."""
     if not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
-    measured = [profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))]
-    later = later_jobs_config(cfg, measured[0][0])
-    measured += [profile_in_groups(later, nproc, progress=_job_progress(progress, j, jobs)) for j in range(1, jobs)]
-    return add_group_timings(profile, *combine_jobs(measured))
+    return add_group_timings(profile, *combine_jobs(measure_jobs(cfg, nproc, jobs, progress=progress)))
 
 
-def later_jobs_config(cfg: GroupProfileConfig, first: dict[str, list]) -> GroupProfileConfig:
-    """``cfg`` for the jobs after the first (whose timings are ``first``): the pipelines run with the first
-    job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`). A run is matched across the
-    jobs with its split, and jobs that each balance by their own in-group times split differently (on
+def measure_jobs(cfg: GroupProfileConfig, nproc: int, jobs: int, *, first: tuple[dict[str, list], dict] | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> list[tuple[dict[str, list], dict]]:
+    """``jobs`` separate in-group jobs of ``cfg`` (:func:`profile_in_groups`' results, in order), the first
+    measured here or given (``first``: one already measured). The later jobs run the pipelines with the
+    first job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`): a run is matched across
+    the jobs with its split, and jobs that each balance by their own in-group times split differently (on
     2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median of 3
     jobs" one job's figure (``docs/probes/20261207l``)."""
-    return replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(first))
+    if first is None:
+        first = profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))
+    later = replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(first[0]))
+    return [first] + [profile_in_groups(later, nproc, progress=_job_progress(progress, j, jobs)) for j in range(1, jobs)]
 
 
 def _job_progress(progress: Callable[[int, int, str], None] | None, job: int, jobs: int):
