@@ -21,7 +21,7 @@ def print_plan(plan, out_path: Optional[Path]) -> None:
     con.print(f"[bold]layout[/bold]   {lay.short()}")
     for i, st in enumerate(lay.stages):
         shown = st if len(st) <= 6 else st[:2] + ["..."] + st[-2:]
-        con.print(f"  stage {i}: {', '.join(shown)}  ({len(st)} layers)")
+        con.print(f"  stage {i}: {', '.join(shown)}  ({len(st)} layer{'' if len(st) == 1 else 's'})")
     con.print(f"[bold]predicted[/bold] step {p.step_time_s * 1e3:.3f} ms, {p.throughput_samples_per_s:.1f} samples/s, "
               f"peak memory {p.peak_memory_bytes / 2**20:.1f} MiB per device")
     con.print("  " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in p.breakdown_s.items() if v > 0))
