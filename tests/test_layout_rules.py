@@ -86,6 +86,7 @@ def test_solve_honours_a_fixed_vp_beyond_the_search_default():
     ("tp=4,pp=8,cp=1,mbs=16,schedule=1f1b", 256, "schedule 1f1b needs num_microbatches >= pp=8, got 4"),
     ("tp=4,pp=8,cp=1,mbs=32,vp=2", 256, "interleaved 1F1B needs num_microbatches >= pp=8, got 2"),
     ("tp=4,pp=8,mbs=3", 256, "does not divide the global batch 256"),
+    ("dp=3,tp=8,pp=8", 256, "layout dp*tp*pp = 192 does not match the cluster's 128 devices"),   # not the batch
 ])
 def test_refusals_name_the_rule(layout, batch, rule, capsys):
     """solve --layout and estimate --layout refuse with the failing rule, one line, exit code 2."""

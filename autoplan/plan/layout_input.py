@@ -97,6 +97,9 @@ def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
             names = "cp*tp*pp" if cp > 1 else "tp*pp"
             raise LayoutError(f"{names} = {tp * pp * cp} does not divide the world size {world}")
         d["dp"] = world // (tp * pp * cp)
+    if d["dp"] * tp * pp * cp != world:     # before the batch: as solve --layout says it
+        names = "dp*cp*tp*pp" if cp > 1 else "dp*tp*pp"
+        raise LayoutError(f"layout {names} = {d['dp'] * tp * pp * cp} does not match the cluster's {world} devices")
     mbs = d.setdefault("mbs", 1)
     if "num_microbatches" not in d:
         if global_batch % (d["dp"] * mbs):
