@@ -139,6 +139,9 @@ def test_launch_trains_and_reports(tmp_path):
     assert all(re.fullmatch(r"step \d+ loss \d+\.\d+ time_s \d+\.\d+", ln) for ln in steps), steps
     assert re.fullmatch(r"peak_memory_bytes \d+", lines[-2]) and int(lines[-2].split()[1]) > 0
     assert re.fullmatch(r"median_step_time_s \d+\.\d+", lines[-1])
+    # on CPU: the tensors' peak (what a plan predicts), below the process's resident set, printed apart
+    assert re.fullmatch(r"peak_rss_bytes \d+", lines[-3])
+    assert 0 < int(lines[-2].split()[1]) < int(lines[-3].split()[1]) / 4
 
 
 @pytest.mark.slow
