@@ -1,6 +1,6 @@
 """For each stored workload with per-job profiles: each layout predicted with each job's profile alone and with the
 combined one; how the per-layout error about the workload's median splits into profile noise and the rest."""
-import glob, json, math, statistics as st, sys, warnings
+import glob, json, math, statistics as st, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 from autoplan.plan.api import make_problem, estimate_problem
@@ -33,7 +33,6 @@ for d in sorted(glob.glob("docs/probes/20261207o/stored/*/model-job1.json")):
         m = st.median(e)
         return [x - m for x in e]
     def norm(p):
-        e = [math.log(p[k]) for k in keys]
         m = st.median([math.log(p[k] / preds["model"][k]) for k in keys])
         return {k: math.log(p[k] / preds["model"][k]) - m for k in keys}
     r_comb = resid(preds["model"])

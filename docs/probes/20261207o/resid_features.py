@@ -2,7 +2,6 @@
 noise (first vs second in-turn job)."""
 import glob, json, math, statistics as st
 from collections import defaultdict
-from pathlib import Path
 pts = []; mnoise = []
 seen = set()
 for p in sorted(glob.glob("docs/probes/20261207o/stored/*/runs.json")) + sorted(glob.glob("docs/probes/**/*runs*.json", recursive=True)):
