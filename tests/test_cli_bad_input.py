@@ -126,7 +126,7 @@ def test_estimate_bad_layout(files):
     tmp, model, cluster, _ = files
     proc = run_cli("estimate", "--model", str(model), "--cluster", str(cluster), "--global-batch", "8",
                    "--layout", "dp=2,tp=1,pp=1")
-    assert_one_line_error(proc, "world size")
+    assert_one_line_error(proc, "does not match the cluster's 4 devices")
 
 
 def test_model_fits_nowhere(files):
