@@ -84,6 +84,15 @@ def stages_from_block_counts(layer_names: list[str], counts: list[int]) -> list[
     return stages
 
 
+def device_count_violation(dp: int, tp: int, pp: int, cp: int, world: int) -> str | None:
+    """Why degrees that do not multiply to the cluster's ``world`` devices are refused (None where they do):
+    the one line ``solve --layout`` and ``estimate --layout`` give."""
+    if dp * tp * pp * cp == world:
+        return None
+    names = "dp*cp*tp*pp" if cp > 1 else "dp*tp*pp"
+    return f"layout {names} = {dp * tp * pp * cp} does not match the cluster's {world} devices"
+
+
 def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
     """A full layout from the fields the user gave. Missing: tp=1, pp=1, cp=1, dp = world/(cp*tp*pp),
     mbs=1, num_microbatches = global_batch/(dp*mbs), schedule = interleaved when vp > 1, gpipe when
@@ -97,9 +106,9 @@ def complete_layout(given: dict, world: int, global_batch: int) -> Layout:
             names = "cp*tp*pp" if cp > 1 else "tp*pp"
             raise LayoutError(f"{names} = {tp * pp * cp} does not divide the world size {world}")
         d["dp"] = world // (tp * pp * cp)
-    if d["dp"] * tp * pp * cp != world:     # before the batch: as solve --layout says it
-        names = "dp*cp*tp*pp" if cp > 1 else "dp*tp*pp"
-        raise LayoutError(f"layout {names} = {d['dp'] * tp * pp * cp} does not match the cluster's {world} devices")
+    why = device_count_violation(d["dp"], tp, pp, cp, world)     # before the batch: the devices are what was miscounted
+    if why:
+        raise LayoutError(why)
     mbs = d.setdefault("mbs", 1)
     if "num_microbatches" not in d:
         if global_batch % (d["dp"] * mbs):

@@ -27,7 +27,7 @@ from autoplan.plan.frameworks import framework_violation
 from autoplan.plan.graph import build_layer_graph, is_chain
 from autoplan.plan.ilp import TiedChainILP, resolve_solver, solve_placement, tied_chain
 from autoplan.models.shapes import tp_violation
-from autoplan.plan.layout_input import complete_layout
+from autoplan.plan.layout_input import complete_layout, device_count_violation
 from autoplan.plan.plan import RECOMPUTE, Layout, Prediction, SolverInfo, sequence_split_violation, tp_parts
 from autoplan.plan.tied import TiedChain
 from autoplan.profile.formats import ClusterProfile, ModelProfile
@@ -349,10 +349,10 @@ def search(profile: ModelProfile, cluster: ClusterProfile, train: TrainingConfig
                                    sp=fixed.get("sp", 0))
     if why:
         raise LayoutError(why)
-    if all(k in fixed for k in ("dp", "tp", "pp")) and fixed["dp"] * fixed["tp"] * fixed["pp"] * fixed.get("cp", 1) != world:
-        names = "dp*cp*tp*pp" if fixed.get("cp", 1) > 1 else "dp*tp*pp"
-        raise LayoutError(f"layout {names} = {fixed['dp'] * fixed['tp'] * fixed['pp'] * fixed.get('cp', 1)} does not "
-                          f"match the cluster's {world} devices")
+    why = all(k in fixed for k in ("dp", "tp", "pp")) and device_count_violation(
+        fixed["dp"], fixed["tp"], fixed["pp"], fixed.get("cp", 1), world)
+    if why:
+        raise LayoutError(why)
     scored: list[_Outer] = []
     cal = cluster.calibration
     chain_graph = is_chain(build_layer_graph(profile))
