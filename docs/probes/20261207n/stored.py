@@ -27,9 +27,10 @@ def _run(d: dict) -> Run:
                None if m is None else Measured.from_dict(m))
 
 
-def stored_workloads(patterns: list[str] | tuple[str, ...] = DEFAULT_GLOBS) -> list[Stored]:
-    """Every workload in the files the glob ``patterns`` match, in the order of the patterns (each sorted)."""
-    out, seen = [], set()
+def stored_files(patterns: list[str] | tuple[str, ...] = DEFAULT_GLOBS):
+    """(path, the file's JSON) of every stored workload the glob ``patterns`` match, in the order of the patterns
+    (each sorted), a workload whose runs were already read skipped."""
+    seen = set()
     for pat in patterns:
         for p in sorted(glob.glob(pat, recursive=True)):
             try:
@@ -42,9 +43,13 @@ def stored_workloads(patterns: list[str] | tuple[str, ...] = DEFAULT_GLOBS) -> l
             if sig in seen:
                 continue
             seen.add(sig)
-            out.append(Stored(p, [_run(r) for r in d["runs"]], [_run(r) for r in d.get("confirmed") or []],
-                              [_run(r) for r in d.get("judged") or []]))
-    return out
+            yield p, d
+
+
+def stored_workloads(patterns: list[str] | tuple[str, ...] = DEFAULT_GLOBS) -> list[Stored]:
+    """Every workload in the files the glob ``patterns`` match, in the order of the patterns (each sorted)."""
+    return [Stored(p, [_run(r) for r in d["runs"]], [_run(r) for r in d.get("confirmed") or []],
+                   [_run(r) for r in d.get("judged") or []]) for p, d in stored_files(patterns)]
 
 
 def in_turn(runs: list[Run]) -> list[Run]:

@@ -2,19 +2,14 @@
 predicted three ways: (old) the stored profile (pipelines at the smallest micro-batch only, as measured then);
 (new-1) the new profile with its costs at the smallest size only (the old method on the new jobs); (new-2) the new
 profile as this code reads it (costs at two sizes).  Usage: PYTHONPATH=. python compare.py OLD_DIR NEW_DIR ..."""
-import json, math, statistics as st, sys, warnings
+import json, math, statistics as st, sys, tempfile, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ModelProfile
-
-
-def spearman(a, b):
-    ra = {i: r for r, i in enumerate(sorted(range(len(a)), key=a.__getitem__))}
-    rb = {i: r for r, i in enumerate(sorted(range(len(b)), key=b.__getitem__))}
-    n = len(a)
-    return 1 - 6 * sum((ra[i] - rb[i]) ** 2 for i in range(n)) / (n * (n * n - 1))
+from autoplan.validate import spearman
+from common import slope
 
 
 def predict(model_path, cluster, gb, layouts):
@@ -24,6 +19,7 @@ def predict(model_path, cluster, gb, layouts):
 
 pooled = {k: {"err": [], "slope": [], "miss": [], "rho": []} for k in ("old", "new-1", "new-2")}
 args = sys.argv[1:]
+tmp = tempfile.mkdtemp()
 for old, new in zip(args[::2], args[1::2]):
     old, new = Path(old), Path(new)
     if not (new / "model.json").exists():
@@ -33,7 +29,7 @@ for old, new in zip(args[::2], args[1::2]):
     conf = [r for r in d["confirmed"] if r.get("measured")]
     lays = [Layout.from_dict(r["layout"]) for r in conf]
     meas = [r["measured"]["step_time_s"] for r in conf]
-    small_only = new / "model-small-only.json"
+    small_only = Path(tmp) / f"{new.name}-small-only.json"     # the new profile, its smallest-size costs only
     p = ModelProfile.load(str(new / "model.json"))
     lo = min(c.mbs for c in p.pipeline_costs)
     p.pipeline_costs = [c for c in p.pipeline_costs if c.mbs == lo]
@@ -46,19 +42,15 @@ for old, new in zip(args[::2], args[1::2]):
     for k, pr in preds.items():
         e = [q / m - 1 for q, m in zip(pr, meas)]
         le = [math.log(q / m) for q, m in zip(pr, meas)]
-        pp = [(math.log2(L.mbs), x) for L, x in zip(lays, le) if L.pp > 1]
-        slope = None
-        if len({a for a, _ in pp}) > 1:
-            mx, my = st.mean(a for a, _ in pp), st.mean(b for _, b in pp)
-            slope = sum((a - mx) * (b - my) for a, b in pp) / sum((a - mx) ** 2 for a, _ in pp)
+        k_mbs = slope([(math.log2(L.mbs), x) for L, x in zip(lays, le) if L.pp > 1])
         pick = min(range(len(pr)), key=pr.__getitem__)
         miss = meas[pick] / fastest - 1
         rho = spearman(pr, meas)
         err = st.mean(abs(x) for x in e)
         pooled[k]["err"].append(err); pooled[k]["miss"].append(miss); pooled[k]["rho"].append(rho)
-        if slope is not None:
-            pooled[k]["slope"].append(slope)
-        line += f" | {k}: err {100*err:4.1f}% rho {rho:+.2f} slope {'  -  ' if slope is None else f'{100*slope:+4.1f}%'} chosen {100*miss:+4.1f}%"
+        if k_mbs is not None:
+            pooled[k]["slope"].append(k_mbs)
+        line += f" | {k}: err {100*err:4.1f}% rho {rho:+.2f} slope {'  -  ' if k_mbs is None else f'{100*k_mbs:+4.1f}%'} chosen {100*miss:+4.1f}%"
     print(line, flush=True)
 for k, v in pooled.items():
     if v["err"]:

@@ -1,23 +1,17 @@
 """Within each stored workload (first in-turn job): the slope of log(pred/meas) on log2(mbs) among pipelines, and
 the 1F1B-minus-interleaved offset at equal mbs.  Is a trend common to workloads or a few workloads' noise?"""
-import glob, json, math, statistics as st, sys
-KEY = sys.argv[1] if len(sys.argv) > 1 else "confirmed"
+import math, statistics as st, sys
 from collections import defaultdict
-seen=set(); slopes=[]; offs=[]; dpoff=[]
-for p in sorted(glob.glob("docs/probes/20261207o/stored/*/runs.json")) + sorted(glob.glob("docs/probes/**/*runs*.json", recursive=True)):
-    d = json.load(open(p))
-    if not isinstance(d, dict) or not d.get(KEY): continue
-    sig = json.dumps(d["runs"], sort_keys=True)
-    if sig in seen: continue
-    seen.add(sig)
+from common import slope, stored
+KEY = sys.argv[1] if len(sys.argv) > 1 else "confirmed"
+slopes=[]; offs=[]; dpoff=[]
+for p, d in stored(KEY):
     conf = [r for r in d[KEY] if r.get("measured")]
     e = {i: math.log(r["predicted"]["step_time_s"] / r["measured"]["step_time_s"]) for i, r in enumerate(conf)}
     pp = [(math.log2(r["layout"]["mbs"]), e[i], r["layout"]) for i, r in enumerate(conf) if r["layout"]["pp"] > 1]
-    xs = [a for a, _, _ in pp]
-    if len(set(xs)) >= 2:
-        mx, my = st.mean(xs), st.mean(b for _, b, _ in pp)
-        sxx = sum((a - mx) ** 2 for a in xs)
-        slopes.append(sum((a - mx) * (b - my) for a, b, _ in pp) / sxx)
+    k = slope([(a, b) for a, b, _ in pp])
+    if k is not None:
+        slopes.append(k)
     g = defaultdict(lambda: defaultdict(list))
     for a, b, L in pp:
         g[L["mbs"]][L["schedule"]].append(b)

@@ -1,16 +1,10 @@
 """Per-layout residual (log predicted/measured minus workload median) against layout features; and the judge's own
 noise (first vs second in-turn job)."""
-import glob, json, math, statistics as st
+import json, math, statistics as st
 from collections import defaultdict
+from common import stored
 pts = []; mnoise = []
-seen = set()
-for p in sorted(glob.glob("docs/probes/20261207o/stored/*/runs.json")) + sorted(glob.glob("docs/probes/**/*runs*.json", recursive=True)):
-    d = json.load(open(p))
-    if not isinstance(d, dict) or "confirmed" not in d or not d["confirmed"]:
-        continue
-    sig = json.dumps(d["runs"], sort_keys=True)
-    if sig in seen: continue
-    seen.add(sig)
+for p, d in stored("confirmed"):
     conf = [r for r in d["confirmed"] if r.get("measured")]
     if len(conf) < 4: continue
     e = [math.log(r["predicted"]["step_time_s"] / r["measured"]["step_time_s"]) for r in conf]
