@@ -55,7 +55,6 @@ vocabulary 4096 and sequence 128 are assumed).
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
 import random
@@ -67,8 +66,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from autoplan.execute.group_profile import (GroupProfileConfig, add_group_timings, default_group_jobs,
-                                            job_spread_line, profile_groups_into)
+from autoplan.execute.group_profile import GroupProfileConfig, default_group_jobs, job_spread_line, profile_groups_into
 from autoplan.plan.api import Problem, complete_layout, estimate_problem, solve_problem
 from autoplan.plan.cost import evaluate
 from autoplan.plan.training import TrainingConfig
@@ -179,30 +177,6 @@ CONFIRM_ROUNDS = 3
 measured again in turn in one job, this many times the steps each"""
 
 
-def profile_jobs_apart(shape: Path, model: Path, mbs: str, world: int, jobs: int) -> None:
-    """What ``autoplan profile model --nproc WORLD --group-jobs JOBS`` writes to ``model``, with each job's
-    profile kept beside it (``model-job1.json`` .. ``model-jobK.json``; job 1's is that command with
-    ``--group-jobs 1``) for a paired comparison on the same measured layouts: the command with one job,
-    then ``jobs - 1`` more in-group jobs of the same configuration, each figure the median over all."""
-    from autoplan.execute.group_measure import WHOLE_MODEL
-    from autoplan.execute.group_profile import combine_jobs, measure_jobs
-    from autoplan.execute.pipeline_profile import PIPELINES
-    first = model.with_name("model-job1.json")
-    _autoplan("profile", "model", "--model", str(shape), "--out", str(first), "--mbs", mbs,
-              "--nproc", str(world), "--group-jobs", "1")
-    prof = ModelProfile.load(str(first))
-    job1 = {k: [g for g in kp.group_timings if g.world == world] for k, kp in prof.kinds.items() if kp.group_timings}
-    job1[WHOLE_MODEL] = [g for g in prof.whole_model_timings if g.world == world]
-    job1[PIPELINES] = [t for t in prof.pipeline_timings if t.world == world]
-    env1 = prof.environment["group_measurements"].pop()      # job 1's record, added again with the others'
-    cfg = GroupProfileConfig(spec=str(shape), mbs_list=tuple(int(x) for x in mbs.split(",")), seq_len=prof.seq_len)
-    measured = measure_jobs(cfg, world, jobs, first=(job1, env1))        # the later jobs as the command runs them
-    for j, (t, e) in enumerate(measured[1:], start=2):   # each job alone too: the profile's noise, job to job
-        add_group_timings(copy.deepcopy(prof), t, e).save(str(model.with_name(f"model-job{j}.json")))
-    add_group_timings(prof, *combine_jobs(measured))
-    prof.save(str(model))
-
-
 def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: int, memory: str,
                  confirm: int = 0, group_jobs: int | None = None) -> tuple[list[Run], list[Run], list[Run] | None, str]:
     """Profile ``w`` as the README says (``memory``: the cluster's --memory-per-device), then validate its
@@ -219,11 +193,9 @@ def run_workload(w: Workload, workdir: Path, *, top_k: int, steps: int, warmup: 
     shape.write_text(json.dumps(w.shape))
     mbs = ",".join(map(str, w.profiled_mbs()))
     group_jobs = group_jobs or default_group_jobs()
-    if group_jobs == 1:
-        _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", mbs,
-                  "--nproc", str(w.world), "--group-jobs", "1")
-    else:
-        profile_jobs_apart(shape, model, mbs, w.world, group_jobs)
+    # each job's profile kept beside the combined one (model-job1.json ..): the profile's noise, job to job
+    _autoplan("profile", "model", "--model", str(shape), "--out", str(model), "--mbs", mbs,
+              "--nproc", str(w.world), "--group-jobs", str(group_jobs), *(["--keep-jobs"] if group_jobs > 1 else []))
     _autoplan("profile", "cluster", "--nproc", str(w.world), "--memory-per-device", memory, "--out", str(cluster))
     pb = make_problem(str(model), str(cluster), w.global_batch)
     runs = validate(pb, top_k=top_k, steps=steps, warmup=warmup, progress=lambda s: print("  " + s, flush=True))

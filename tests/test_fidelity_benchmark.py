@@ -89,29 +89,3 @@ def test_the_validate_command_defaults_are_validates_named_steps():
     cmd = typer.main.get_command(app).commands["validate"]
     defaults = {p.name: p.default for p in cmd.params}
     assert (defaults["steps"], defaults["warmup"]) == (TIMED_STEPS, WARMUP_STEPS)
-
-
-def test_the_benchmarks_later_profile_jobs_run_the_first_jobs_chunks(fb, monkeypatch, tmp_path):
-    """``profile_jobs_apart`` mirrors ``profile model --group-jobs K``: jobs 2..K are given job 1's pipeline
-    splits (``group_profile.measure_jobs``), so each pipeline figure is a median over every job."""
-    import autoplan.execute.group_profile as gp
-    from autoplan.profile.formats import ModelProfile, PipelineTiming
-    run = PipelineTiming(world=2, pp=2, vp=1, schedule="1f1b", num_microbatches=2, mbs=1, chunks=(6, 4),
-                         step_s=1.0, reference_s=1.0)
-
-    def first_job(*argv):                      # `autoplan profile model ... --group-jobs 1`, job 1's profile
-        prof = ModelProfile.load("profiles/gpt-small.cpu.json")
-        prof.pipeline_timings = [run]
-        prof.environment["group_measurements"] = [{"world": 2, "date": "d1"}]
-        prof.save(argv[argv.index("--out") + 1])
-    seen = []
-
-    def later_job(cfg, world, progress=None):
-        seen.append(cfg.chunk_splits)
-        return {}, {"world": world, "date": "d"}
-    monkeypatch.setattr(fb, "_autoplan", first_job)
-    monkeypatch.setattr(gp, "profile_in_groups", later_job)
-    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    fb.profile_jobs_apart(Path("shape.json"), tmp_path / "model.json", "1,2", 2, 3)
-    assert seen == [((6, 4),), ((6, 4),)]
-    assert ModelProfile.load(tmp_path / "model.json").environment["group_measurements"][-1]["jobs"] == 3

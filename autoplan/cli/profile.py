@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Optional
@@ -30,6 +31,8 @@ def profile_both(
     max_size: Optional[str] = typer.Option(None, help="largest message size measured (default: profile cluster's)"),
     group_jobs: Optional[int] = typer.Option(None, "--group-jobs", min=1, help="the model's in-group figures: separate "
                                              "jobs to take the median of (default: profile model's)"),
+    keep_jobs: bool = typer.Option(False, "--keep-jobs", help="also write each in-group job's own model profile "
+                                   "beside --model-out (model-job1.json ..)"),
 ) -> None:
     """Both profiles the planner needs, measured the accurate way: ``profile model --nproc N`` then
     ``profile cluster --nproc N`` with these options (each subcommand's other options at their defaults)."""
@@ -48,7 +51,7 @@ def profile_both(
     refuse_directory(model_out, option="--model-out", what="the model profile file", example="model.json")
     refuse_directory(cluster_out, option="--cluster-out", what="the cluster profile file", example="cluster.json")
     both = ["--repeats", str(repeats)] if repeats is not None else []
-    jobs = ["--group-jobs", str(group_jobs)] if group_jobs is not None else []
+    jobs = (["--group-jobs", str(group_jobs)] if group_jobs is not None else []) + (["--keep-jobs"] if keep_jobs else [])
     runs = [("model", ["--model", model, "--out", str(model_out), "--mbs", mbs, "--nproc", str(nproc), *both, *jobs]),
             ("cluster", ["--nproc", str(nproc), "--out", str(cluster_out), *both]
              + (["--memory-per-device", memory_per_device] if memory_per_device else [])
@@ -83,6 +86,10 @@ def profile_model_cmd(
                                                   "share cores, a job's figures move together with where the OS "
                                                   "put its processes (2-7% of a layout's prediction), which "
                                                   "repeats inside one job do not remove"),
+    keep_jobs: bool = typer.Option(False, "--keep-jobs",
+                                   help="with --nproc: also write each in-group job's own profile beside OUT "
+                                        "(model.json -> model-job1.json .. model-jobK.json), to see how far "
+                                        "apart the jobs measured and what each alone predicts"),
     as_json: bool = typer.Option(False, "--json", help="print {out, layers, params, block: {...}} as JSON"),
 ) -> None:
     """Measure each layer kind's forward/backward time, parameter, saved-activation and boundary bytes.
@@ -94,22 +101,28 @@ def profile_model_cmd(
     refuse_directory(out, option="--out", what="the model profile file", example="model.json")   # before minutes
     precision = precision or default_precision(device)
     worlds = int_list(nproc, "--nproc") if nproc is not None else ()
-    if group_jobs is not None and not worlds:
-        from autoplan.errors import InputError
-        raise InputError("--group-jobs repeats the measurement inside process groups: give --nproc N too")
+    for given, what in ((group_jobs is not None, "--group-jobs repeats the measurement inside process groups"),
+                        (keep_jobs, "--keep-jobs keeps each in-group job's own profile")):
+        if given and not worlds:
+            from autoplan.errors import InputError
+            raise InputError(f"{what}: give --nproc N too")
     mbs_list = int_list(mbs, "--mbs")
     with progress("profiling layers") as update:
         prof = profile_model(model, mbs_list=mbs_list, tp_list=int_list(tp, "--tp"),
                              seq_len=seq_len, device=device, repeats=repeats, warmup=warmup, threads=threads,
                              precision=precision, progress=lambda e: update(e.done, e.total, e.what))
     if worlds:
-        from autoplan.execute.group_profile import GroupProfileConfig, default_group_jobs, profile_groups_into
+        from autoplan.execute.group_profile import (GroupProfileConfig, default_group_jobs, job_profile_path,
+                                                   profile_groups_into)
         group_jobs = group_jobs or default_group_jobs()
         cfg = GroupProfileConfig(spec=model, mbs_list=mbs_list, seq_len=prof.seq_len, warmup=warmup,
                                  precision=precision)
+        job_profiles = [copy.deepcopy(prof) for _ in range(group_jobs)] if keep_jobs else None
         for world in worlds:
             with progress(f"in groups of {world} processes") as update:
-                profile_groups_into(prof, cfg, world, progress=update, jobs=group_jobs)
+                profile_groups_into(prof, cfg, world, progress=update, jobs=group_jobs, job_profiles=job_profiles)
+        for j, one in enumerate(job_profiles or [], start=1):
+            one.save(job_profile_path(out, j))
     prof.save(out)
     blk = prof.kinds.get("block")
     t = blk.timing(min(mbs_list), 1) if blk else None
@@ -126,6 +139,9 @@ def profile_model_cmd(
         from autoplan.execute.group_profile import job_spread_line
         summary += (f"; in groups of {', '.join(map(str, worlds))} processes"
                     + (f", each figure the median of {group_jobs} jobs" if group_jobs > 1 else ""))
+        if keep_jobs:
+            names = [job_profile_path(out, j).name for j in (1, group_jobs)]
+            summary += f"; each job's own profile in {names[0]}" + (f" .. {names[1]}" if group_jobs > 1 else "")
         for world in worlds:
             spread = job_spread_line(prof, world)
             if spread:

@@ -11,6 +11,7 @@ when it stalls, and is the worker's entry point::
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -74,13 +75,28 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
 
 
 def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: int, *,
-                        progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> ModelProfile:
+                        progress: Callable[[int, int, str], None] | None = None, jobs: int = 1,
+                        job_profiles: list[ModelProfile] | None = None) -> ModelProfile:
     """Measure ``cfg`` inside groups of ``nproc`` local processes ``jobs`` times, each a job of its own
     (:func:`profile_in_groups`), and add the figures to ``profile`` (:func:`add_group_timings`), each the
-    median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do."""
+    median over the jobs (:func:`median_of_jobs`): what ``profile model --nproc`` and ``demo`` do.
+    ``job_profiles`` (one per job, ``profile model --keep-jobs``): each also gets its own job's figures
+    alone, so how far apart the jobs measured can be read figure by figure (and a layout predicted with
+    each job's profile, as ``benchmarks/fidelity.py`` keeps them)."""
     if not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--group-jobs must be a positive integer, got {jobs!r}")
-    return add_group_timings(profile, *combine_jobs(measure_jobs(cfg, nproc, jobs, progress=progress)))
+    if job_profiles is not None and len(job_profiles) != jobs:
+        raise ValueError(f"{len(job_profiles)} job profiles for {jobs} jobs")
+    measured = measure_jobs(cfg, nproc, jobs, progress=progress)
+    for one, (timings, environment) in zip(job_profiles or [], measured):
+        add_group_timings(one, copy.deepcopy(timings), environment)
+    return add_group_timings(profile, *combine_jobs(measured))
+
+
+def job_profile_path(out: Path, job: int) -> Path:
+    """Where ``profile model --out OUT --keep-jobs`` writes job ``job``'s (1-based) own profile:
+    ``model.json`` -> ``model-job1.json``."""
+    return out.with_name(f"{out.stem}-job{job}{out.suffix}")
 
 
 def measure_jobs(cfg: GroupProfileConfig, nproc: int, jobs: int, *, first: tuple[dict[str, list], dict] | None = None,

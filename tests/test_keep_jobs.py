@@ -1,0 +1,114 @@
+"""``profile model --keep-jobs``: each in-group job's own profile written beside the combined one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import autoplan.execute.group_profile as gp
+from autoplan.execute.group_measure import WHOLE_MODEL
+from autoplan.execute.pipeline_profile import PIPELINES
+from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
+from cli_utils import run_cli
+from test_cli_bad_input import assert_one_line_error
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _job(scale: float, world: int) -> dict[str, list]:
+    """One job's figures for gpt-tiny's kinds on ``world`` processes, every figure x ``scale``."""
+    return {"block": [GroupTiming(world=world, mbs=1, forward_s=1e-3 * scale, backward_s=2e-3 * scale)],
+            WHOLE_MODEL: [GroupTiming(world=world, mbs=1, forward_s=3e-3 * scale, backward_s=6e-3 * scale)],
+            PIPELINES: [PipelineTiming(world=world, pp=2, vp=1, schedule="1f1b", num_microbatches=2, mbs=1,
+                                       chunks=(2, 2), step_s=9e-3 * scale, reference_s=9e-3 * scale)]}
+
+
+@pytest.fixture
+def three_jobs(monkeypatch):
+    """``profile_in_groups`` replaced by three jobs at scales 1, 3 and 2 (the median is job 3's), recording the
+    splits each job was given."""
+    scales, splits = iter([1.0, 3.0, 2.0]), []
+
+    def fake_job(cfg, nproc, progress=None):
+        splits.append(cfg.chunk_splits)
+        s = next(scales)
+        return _job(s, nproc), {"world": nproc, "date": f"d{s:g}", "statistic": "median"}
+    monkeypatch.setattr(gp, "profile_in_groups", fake_job)
+    return splits
+
+
+def _block_forward_s(path: Path) -> float:
+    return ModelProfile.load(str(path)).kinds["block"].group_timing(1, world=2).forward_s
+
+
+def test_each_job_profile_holds_its_own_figures_and_the_out_file_their_median(three_jobs, tmp_path):
+    out = tmp_path / "model.json"
+    proc = run_cli("profile", "model", "--model", "gpt-tiny", "--mbs", "1", "--repeats", "1", "--warmup", "0",
+                   "--nproc", "2", "--group-jobs", "3", "--keep-jobs", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "each job's own profile in model-job1.json .. model-job3.json" in proc.stdout
+    assert [_block_forward_s(tmp_path / f"model-job{j}.json") for j in (1, 2, 3)] == pytest.approx([1e-3, 3e-3, 2e-3])
+    assert _block_forward_s(out) == pytest.approx(2e-3)
+    assert three_jobs == [(), ((2, 2),), ((2, 2),)]          # the later jobs ran the first job's chunks
+    dates = [ModelProfile.load(str(tmp_path / f"model-job{j}.json")).environment["group_measurements"][-1]["date"]
+             for j in (1, 2, 3)]
+    assert dates == ["d1", "d3", "d2"]
+    assert ModelProfile.load(str(out)).environment["group_measurements"][-1]["jobs"] == 3
+
+
+def test_without_keep_jobs_no_job_files_are_written(three_jobs, tmp_path):
+    out = tmp_path / "model.json"
+    proc = run_cli("profile", "model", "--model", "gpt-tiny", "--mbs", "1", "--repeats", "1", "--warmup", "0",
+                   "--nproc", "2", "--group-jobs", "3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
+
+
+def test_keep_jobs_without_nproc_is_refused_before_measuring(tmp_path):
+    out = tmp_path / "m.json"
+    assert_one_line_error(run_cli("profile", "model", "--model", "gpt-tiny", "--keep-jobs", "--out", str(out)),
+                          "--keep-jobs", "give --nproc N")
+    assert not out.exists()
+
+
+def test_the_fidelity_benchmark_profiles_with_the_command_and_keeps_the_jobs(monkeypatch, tmp_path):
+    """``benchmarks/fidelity.py`` profiles a workload with the README's command, each job's profile kept
+    (``--keep-jobs``) for its per-job comparisons, instead of running the later jobs itself."""
+    spec = importlib.util.spec_from_file_location("fidelity_benchmark_keep_jobs", ROOT / "benchmarks" / "fidelity.py")
+    fb = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fb
+    spec.loader.exec_module(fb)
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_autoplan(*argv):
+        calls.append(argv)
+        raise Stop
+    monkeypatch.setattr(fb, "_autoplan", fake_autoplan)
+    w = fb.draw_workloads(1, 7)[0]
+    with pytest.raises(Stop):
+        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=3)
+    argv = calls[0]
+    assert argv[:2] == ("profile", "model") and argv[argv.index("--group-jobs") + 1] == "3" and "--keep-jobs" in argv
+    assert json.loads((tmp_path / "shape.json").read_text()) == w.shape
+    calls.clear()
+    with pytest.raises(Stop):
+        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=1)
+    assert "--keep-jobs" not in calls[0] and calls[0][calls[0].index("--group-jobs") + 1] == "1"
+
+
+def test_the_one_command_profile_passes_keep_jobs_on(three_jobs, monkeypatch, tmp_path):
+    """``autoplan profile --model M --nproc N --keep-jobs`` (both profiles) keeps the model's jobs too."""
+    import autoplan.profile.links as links
+    monkeypatch.setattr(links, "measure_cluster", lambda *a, **k: None)     # a torchrun worker's answer: nothing written
+    proc = run_cli("profile", "--model", "gpt-tiny", "--nproc", "2", "--mbs", "1", "--repeats", "1",
+                   "--group-jobs", "3", "--keep-jobs", "--model-out", str(tmp_path / "m.json"),
+                   "--cluster-out", str(tmp_path / "c.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m-job1.json", "m-job2.json", "m-job3.json", "m.json"]
