@@ -65,7 +65,8 @@ def saved_activation_bytes(run_forward: Callable[[], object], params: list[torch
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         result = run_forward()
-    del result, keep_alive
+    del result
+    keep_alive.clear()      # (cleared, not deleted: pack's closure refers to it)
     return sum(storages.values())
 
 
@@ -152,7 +153,7 @@ def measure_case(case: LayerCase, settings: TimingSettings, *, mbs: int, tp: int
         return root
     saved = saved_activation_bytes(run, list(case.module.parameters()))
     out_bytes = holder["out"].numel() * holder["out"].element_size()
-    del holder
+    holder.clear()
     sel_bytes, sel_s = measure_selective(case, settings) if selective else (None, fwd_s + bwd_s)
     return LayerTiming(mbs=mbs, tp=tp, forward_s=fwd_s, backward_s=bwd_s, saved_activation_bytes=saved,
                        output_bytes=out_bytes, saved_activation_bytes_selective=sel_bytes,
