@@ -13,7 +13,7 @@ the same pipeline?  In one job, the same layout built twice and timed in turn, o
 Usage: PYTHONPATH=. python docs/probes/20261207p/executor_vs_harness.py WORKLOAD_DIR LAYOUT_INDEX [ROUNDS]
 (the stored workload's shape.json, runs.json, model.json, cluster.json; LAYOUT_INDEX into runs.json's
 "confirmed"); the parent launches torchrun with the workload's world size."""
-import json, os, statistics as st, subprocess, sys, tempfile, time
+import json, os, statistics as st, subprocess, sys, tempfile
 from pathlib import Path
 
 
@@ -81,14 +81,6 @@ def worker(plan_path: str, rounds: int, out: str) -> None:
             for p in c.parameters():
                 p.grad = None
         return 0.0
-
-    def reference():
-        token_cross_entropy(whole(wt), wt).backward()
-        whole.zero_grad(set_to_none=True)
-        dist.barrier()
-        if rank == 0:
-            reference()
-        dist.barrier()
 
     def ref_then_harness_setup(i):
         token_cross_entropy(whole(wt), wt).backward()

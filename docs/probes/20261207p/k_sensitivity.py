@@ -3,7 +3,7 @@ their own profiles (main's cost code) and with the pipelines' layer time scaled 
 (k_experiment.patch, AUTOPLAN_K=const: k at 4x the smallest profiled size, interpolated in log mbs, held beyond).
 How far would a measured k of that size move the choice, the rank and the error?
 Usage (patched checkout on PYTHONPATH): python k_sensitivity.py 1.0 0.95 0.9"""
-import json, math, os, statistics as st, sys, warnings
+import math, os, statistics as st, sys, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 sys.path.insert(0, "docs/probes/20261207o")
