@@ -20,11 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _job(scale: float, world: int) -> dict[str, list]:
-    """One job's figures for gpt-tiny's kinds on ``world`` processes, every figure x ``scale``."""
-    return {"block": [GroupTiming(world=world, mbs=1, forward_s=1e-3 * scale, backward_s=2e-3 * scale)],
-            WHOLE_MODEL: [GroupTiming(world=world, mbs=1, forward_s=3e-3 * scale, backward_s=6e-3 * scale)],
+    """One job's figures for gpt-tiny's kinds (embed, 4 blocks, head) on ``world`` processes, every figure x
+    ``scale``; one 2-stage pipeline run."""
+    def figures(fwd_s: float) -> list[GroupTiming]:
+        return [GroupTiming(world=world, mbs=1, forward_s=fwd_s * scale, backward_s=2 * fwd_s * scale)]
+    return {"embed": figures(1e-4), "block": figures(1e-3), "head": figures(5e-4),
+            WHOLE_MODEL: [GroupTiming(world=world, mbs=1, forward_s=4.6e-3 * scale, backward_s=9.2e-3 * scale)],
             PIPELINES: [PipelineTiming(world=world, pp=2, vp=1, schedule="1f1b", num_microbatches=2, mbs=1,
-                                       chunks=(2, 2), step_s=9e-3 * scale, reference_s=9e-3 * scale)]}
+                                       chunks=(3, 3), step_s=2e-2 * scale, reference_s=1.4e-2 * scale)]}
 
 
 @pytest.fixture
@@ -53,7 +56,10 @@ def test_each_job_profile_holds_its_own_figures_and_the_out_file_their_median(th
     assert "each job's own profile in model-job1.json .. model-job3.json" in proc.stdout
     assert [_block_forward_s(tmp_path / f"model-job{j}.json") for j in (1, 2, 3)] == pytest.approx([1e-3, 3e-3, 2e-3])
     assert _block_forward_s(out) == pytest.approx(2e-3)
-    assert three_jobs == [(), ((2, 2),), ((2, 2),)]          # the later jobs ran the first job's chunks
+    runs = [ModelProfile.load(str(tmp_path / f"model-job{j}.json")).pipeline_timings for j in (1, 2, 3)]
+    assert [r[0].step_s for r in runs] == pytest.approx([2e-2, 6e-2, 4e-2])       # each its own job's run
+    assert all(ModelProfile.load(str(tmp_path / f"model-job{j}.json")).pipeline_costs for j in (1, 2, 3))
+    assert three_jobs == [(), ((3, 3),), ((3, 3),)]          # the later jobs ran the first job's chunks
     dates = [ModelProfile.load(str(tmp_path / f"model-job{j}.json")).environment["group_measurements"][-1]["date"]
              for j in (1, 2, 3)]
     assert dates == ["d1", "d3", "d2"]
@@ -112,3 +118,22 @@ def test_the_one_command_profile_passes_keep_jobs_on(three_jobs, monkeypatch, tm
                    "--cluster-out", str(tmp_path / "c.json"))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m-job1.json", "m-job2.json", "m-job3.json", "m.json"]
+
+
+def test_a_contradicting_fit_is_warned_about_once_for_the_combined_profile(monkeypatch, tmp_path):
+    """Runs whose fit contradicts itself are warned about on the combined profile only: the jobs' own
+    profiles beside it carry the same fit error in their files, without three more lines."""
+    def contradicting_job(cfg, nproc, progress=None):
+        job = _job(1.0, nproc)
+        run = job[PIPELINES][0]
+        job[PIPELINES].append(PipelineTiming(world=nproc, pp=2, vp=1, schedule="1f1b", num_microbatches=8, mbs=1,
+                                             chunks=run.chunks, step_s=run.step_s, reference_s=run.reference_s))
+        return job, {"world": nproc, "date": "d", "statistic": "median"}
+    monkeypatch.setattr(gp, "profile_in_groups", contradicting_job)
+    out = tmp_path / "model.json"
+    proc = run_cli("profile", "model", "--model", "gpt-tiny", "--mbs", "1", "--repeats", "1", "--warmup", "0",
+                   "--nproc", "2", "--group-jobs", "3", "--keep-jobs", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("pipelines measured on 2 processes contradict each other") == 1, proc.stderr
+    assert all(ModelProfile.load(str(tmp_path / f"model-job{j}.json")).pipeline_costs[0].fit_error > 0.25
+               for j in (1, 2, 3))

@@ -39,10 +39,12 @@ PROGRESS_PREFIX = "autoplan-progress "
 
 
 def add_group_timings(profile: ModelProfile, timings: dict[str, list],
-                      environment: dict | None = None) -> ModelProfile:
+                      environment: dict | None = None, *, warn: bool = True) -> ModelProfile:
     """``profile`` with ``timings`` added to its kinds (figures of the same world size replaced); the
     pipeline runs among them replace those of their world size, with the pipeline costs derived
-    from them, one per pipeline depth (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`)."""
+    from them, one per pipeline depth (:func:`autoplan.plan.pipeline_costs.fit_pipeline_costs`).
+    ``warn``: say on stderr when a depth's runs contradict each other (off for one job's own profile
+    beside the combined one, whose line is the one that counts)."""
     for kind, gts in timings.items():
         if kind == PIPELINES:
             continue
@@ -63,12 +65,12 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
         profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
         depths = sorted({(t.world, t.pp) for t in runs})
         profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w, pp) for w, pp in depths) if c]
-        for c in profile.pipeline_costs:
-            if c.world in worlds and usable(c) is None:
-                print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
-                      f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
-                      "without them (with another depth's runs where those fit); "
-                      "profile the model again on a quieter machine", file=sys.stderr)
+        contradicted = [c for c in profile.pipeline_costs if c.world in worlds and usable(c) is None]
+        for c in contradicted if warn else []:
+            print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
+                  f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
+                  "without them (with another depth's runs where those fit); "
+                  "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)
     return profile
@@ -89,7 +91,7 @@ def profile_groups_into(profile: ModelProfile, cfg: GroupProfileConfig, nproc: i
         raise ValueError(f"{len(job_profiles)} job profiles for {jobs} jobs")
     measured = measure_jobs(cfg, nproc, jobs, progress=progress)
     for one, (timings, environment) in zip(job_profiles or [], measured):
-        add_group_timings(one, copy.deepcopy(timings), environment)
+        add_group_timings(one, copy.deepcopy(timings), environment, warn=False)
     return add_group_timings(profile, *combine_jobs(measured))
 
 
@@ -99,16 +101,14 @@ def job_profile_path(out: Path, job: int) -> Path:
     return out.with_name(f"{out.stem}-job{job}{out.suffix}")
 
 
-def measure_jobs(cfg: GroupProfileConfig, nproc: int, jobs: int, *, first: tuple[dict[str, list], dict] | None = None,
+def measure_jobs(cfg: GroupProfileConfig, nproc: int, jobs: int, *,
                  progress: Callable[[int, int, str], None] | None = None) -> list[tuple[dict[str, list], dict]]:
-    """``jobs`` separate in-group jobs of ``cfg`` (:func:`profile_in_groups`' results, in order), the first
-    measured here or given (``first``: one already measured). The later jobs run the pipelines with the
-    first job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`): a run is matched across
-    the jobs with its split, and jobs that each balance by their own in-group times split differently (on
+    """``jobs`` separate in-group jobs of ``cfg`` (:func:`profile_in_groups`' results, in order). The later
+    jobs run the pipelines with the first job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`):
+    a run is matched across the jobs with its split, and jobs that each balance by their own in-group times split differently (on
     2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median of 3
     jobs" one job's figure (``docs/probes/20261207l``)."""
-    if first is None:
-        first = profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))
+    first = profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))
     later = replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(first[0]))
     return [first] + [profile_in_groups(later, nproc, progress=_job_progress(progress, j, jobs)) for j in range(1, jobs)]
 
