@@ -77,21 +77,37 @@ def shared_jobs(request, tmp_path_factory) -> SharedJobs:
     return SharedJobs(list(modules.values()), tmp_path_factory)
 
 
+GROUP_SAMPLES_IN_TESTS = {"repeats": 3, "min_sample_s": 0.02}
+"""the in-group samples of :func:`gpt_tiny_profiles_2proc`: 3 of at least 20 ms each, where ``profile model``
+measures 7 of at least 100 ms (``GroupProfileConfig``): a job's measurement in 2-4 s instead of 11-14 s (the
+job's start-up, ~5 s, stays). The tests read the profile's cases, its three jobs and what validate, solve and
+the cost model make of it, never how precise its figures are."""
+
+
 @pytest.fixture(scope="session")
 def gpt_tiny_profiles_2proc(tmp_path_factory):
     """The README's one profiling command for gpt-tiny on 2 processes (``autoplan profile``: ``profile model
-    --nproc 2``, the model alone and in groups of 2, then ``profile cluster --nproc 2``), run once for the
-    session's tests that read it (test_validate, test_group_profile). Returns (model.json, cluster.json)."""
-    import subprocess
-    import sys
+    --nproc 2``, the model alone and in groups of 2 in three separate jobs, then ``profile cluster --nproc 2``),
+    run once for the session's tests that read it (test_validate, test_group_profile, test_group_jobs,
+    test_memory_moments), in this process (``cli_utils.run_cli``) with the in-group samples shortened
+    (:data:`GROUP_SAMPLES_IN_TESTS`; the profile records them). Returns (model.json, cluster.json)."""
+    import functools
+
+    import autoplan.execute.group_profile as group_profile
+    from autoplan.profile.formats import ModelProfile
+    from cli_utils import run_cli
 
     root = tmp_path_factory.mktemp("gpt-tiny-2proc")
     model, cluster = root / "model.json", root / "cluster.json"
-    proc = subprocess.run([sys.executable, "-m", "autoplan.cli", "profile", "--model", "gpt-tiny", "--nproc", "2",
-                           "--mbs", "1,2", "--repeats", "2", "--memory-per-device", "256MiB", "--max-size", "64KiB",
-                           "--model-out", str(model), "--cluster-out", str(cluster)],
-                          capture_output=True, text=True, timeout=300)
+    with pytest.MonkeyPatch.context() as mp:     # the config `profile model --nproc` builds for its jobs
+        mp.setattr(group_profile, "GroupProfileConfig",
+                   functools.partial(group_profile.GroupProfileConfig, **GROUP_SAMPLES_IN_TESTS))
+        proc = run_cli("profile", "--model", "gpt-tiny", "--nproc", "2", "--mbs", "1,2", "--repeats", "2",
+                       "--memory-per-device", "256MiB", "--max-size", "64KiB", "--model-out", str(model),
+                       "--cluster-out", str(cluster))
     assert proc.returncode == 0, proc.stderr
+    measured = ModelProfile.load(model).environment["group_measurements"]
+    assert [m["repeats"] for m in measured] == [GROUP_SAMPLES_IN_TESTS["repeats"]], measured   # shortened indeed
     return model, cluster
 
 
