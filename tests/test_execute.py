@@ -188,12 +188,14 @@ def _gathers_per_step(rank: int, world_size: int, layouts: list[dict]) -> list[i
     return out
 
 
-@pytest.mark.timeout(120)
-def test_zero2_keeps_the_gathered_parameters_across_a_steps_microbatches():
+GATHER_LAYOUTS = [dict(dp=2, zero=z, mbs=1, num_microbatches=m) for z in (2, 3) for m in (1, 4)]
+SHARED_JOBS = {"gathers": (2, _gathers_per_step, (GATHER_LAYOUTS,), 100)}   # the session's 2-process job (conftest)
+
+
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_zero2_keeps_the_gathered_parameters_across_a_steps_microbatches(shared_jobs):
     """ZeRO-1/2 gather each unit's parameters once a step whatever the micro-batch count (as the cost model
     prices them); ZeRO-3 gathers them again for every micro-batch."""
-    from dist_utils import run_on_ranks
-    layouts = [dict(dp=2, zero=z, mbs=1, num_microbatches=m) for z in (2, 3) for m in (1, 4)]
-    z2_one, z2_four, z3_one, z3_four = run_on_ranks(_gathers_per_step, 2, args=(layouts,), timeout_s=100)[0]
+    z2_one, z2_four, z3_one, z3_four = shared_jobs.get(__name__, "gathers")[0]
     assert z2_one > 0 and z2_four == z2_one
     assert z3_four == 4 * z3_one

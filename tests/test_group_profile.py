@@ -269,12 +269,12 @@ def _turn_worker(rank: int, world: int) -> list[str]:
     return calls
 
 
-def test_whole_model_sizes_are_timed_in_turn():
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_whole_model_sizes_are_timed_in_turn(shared_jobs):
     # the whole model's micro-batch sizes pick a data-parallel micro-batch: their samples alternate,
     # so a machine whose speed drifts moves them together (after one warm-up call of each; one attempt:
     # a foreign load on this machine would make it measure the whole round again)
-    from tests.dist_utils import run_on_ranks
-    calls = run_on_ranks(_turn_worker, world_size=2, timeout_s=120)
+    calls = shared_jobs.get(__name__, "turn")
     assert calls[0] == ["a", "b"] + ["a", "b"] * 3 and calls[1] == calls[0]
 
 
@@ -289,12 +289,12 @@ def _order_worker(rank: int, world_size: int) -> list:
     return seen
 
 
-def test_whole_model_is_timed_before_any_other_case():
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_whole_model_is_timed_before_any_other_case(shared_jobs):
     # the whole model sets what a step costs at each micro-batch size; timed after the TP, FSDP and cp
     # cases the same figures stray (0.904-1.055 against 0.958-0.980 for its mbs 4 / mbs 2 ratio), so it
     # comes first, and the progress counts stay in order
-    from tests.dist_utils import run_on_ranks
-    seen = run_on_ranks(_order_worker, world_size=2, timeout_s=120)[0]
+    seen = shared_jobs.get(__name__, "order")[0]
     assert [w for _, _, w in seen[:2]] == ["whole model mbs=1", "whole model mbs=2"]
     assert not any(w.startswith("whole model") for _, _, w in seen[2:])
     assert [d for d, _, _ in seen] == list(range(1, len(seen) + 1)) and all(t == len(seen) for _, t, _ in seen)
@@ -313,11 +313,11 @@ def _pipeline_turn_worker(rank: int, world: int) -> list[str]:
     return [c for c in calls if c != "ref"]
 
 
-def test_pipeline_runs_are_timed_in_turn():
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_pipeline_runs_are_timed_in_turn(shared_jobs):
     # the fit compares the runs with each other: one step of each per round, the order rotated, so a
     # drift of the machine's speed falls on them alike (after one warm-up round)
-    from tests.dist_utils import run_on_ranks
-    calls = run_on_ranks(_pipeline_turn_worker, world_size=2, timeout_s=120)
+    calls = shared_jobs.get(__name__, "pipeline_turn")
     assert calls[0] == list("abc") + list("abc") + list("bca") + list("cab") and calls[1] == calls[0]
 
 
@@ -332,11 +332,16 @@ def _pipeline_progress_worker(rank: int, world_size: int) -> list:
     return seen, [(t.pp, t.vp, t.schedule, t.num_microbatches, t.step_s > 0) for t in out["(pipelines)"]]
 
 
+SHARED_JOBS.update({     # in the session's 2-process job (tests/conftest.py): one start-up for all four
+    "turn": (2, _turn_worker, (), 60), "order": (2, _order_worker, (), 120),
+    "pipeline_turn": (2, _pipeline_turn_worker, (), 60), "pipeline_progress": (2, _pipeline_progress_worker, (), 150)})
+
+
 @pytest.mark.slow
-def test_pipelines_timed_in_turn_keep_the_progress_counts_and_the_cases():
+@pytest.mark.timeout(600)          # the first test to read the shared job waits for all of it
+def test_pipelines_timed_in_turn_keep_the_progress_counts_and_the_cases(shared_jobs):
     from autoplan.execute.pipeline_profile import pipeline_cases
-    from tests.dist_utils import run_on_ranks
-    seen, runs = run_on_ranks(_pipeline_progress_worker, world_size=2, timeout_s=300)[0]
+    seen, runs = shared_jobs.get(__name__, "pipeline_progress")[0]
     assert [d for d, _, _ in seen] == list(range(1, len(seen) + 1)) and all(t == len(seen) for _, t, _ in seen)
     assert seen[-1][2] == "pipelines in turn, round 2/2"
     assert runs == [(pp, vp, s, m, True) for pp, vp, s, m in pipeline_cases(2, 6)]     # gpt-tiny: 6 units
