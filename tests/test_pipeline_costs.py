@@ -72,7 +72,9 @@ def test_the_runs_chunks_are_balanced_as_a_planner_balances_stages():
             b = [sum(sizes[:j]) for j in range(len(sizes) + 1)]
             c = [sum(w[x:y]) for x, y in zip(b, b[1:])]
             return round(max(c), 9), sum(x * x for x in c)
-        every = [s for s in itertools.product(range(1, n + 1), repeat=k) if sum(s) == n]
+        # every split: each way to cut n units at k - 1 of the n - 1 places between them
+        every = [tuple(y - x for x, y in zip((0, *cuts), (*cuts, n)))
+                 for cuts in itertools.combinations(range(1, n), k - 1)]
         best = min(score(s)[0] for s in every)
         got = score(balanced_chunks(w, k))
         assert got[0] == best
