@@ -138,3 +138,16 @@ def test_combine_jobs_keeps_the_spread_and_the_line_says_it():
     assert gp.combine_jobs([(jobs[0], {"world": 2})])[1] == {"world": 2}                           # one job: as it was
     again = {"world": 2, "date": "later"}              # measured again in one job: its figures replaced the three jobs'
     assert gp.job_spread_line(SimpleNamespace(environment={"group_measurements": [env, again]}), 2) == ""
+
+
+def test_the_repeats_help_says_how_many_samples_the_groups_take():
+    """``--repeats`` sets the figures measured alone; the help says what the in-group figures take instead
+    (GroupProfileConfig's default), so that number cannot drift from the code."""
+    import typer.main
+
+    from autoplan.cli import app
+    from autoplan.execute.group_measure import GroupProfileConfig
+    profile = typer.main.get_command(app).commands["profile"]
+    helps = [next(p.help for p in cmd.params if p.name == "repeats")
+             for cmd in (profile, profile.commands["model"])]
+    assert all(f"take {GroupProfileConfig(spec='gpt-tiny').repeats}" in h for h in helps), helps

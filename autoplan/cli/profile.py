@@ -27,7 +27,8 @@ def profile_both(
     mbs: str = typer.Option("1,2,4", help="micro-batch sizes to measure, comma-separated"),
     model_out: Path = typer.Option(Path("model.json"), "--model-out", help="where to write the model profile"),
     cluster_out: Path = typer.Option(Path("cluster.json"), "--cluster-out", help="where to write the cluster profile"),
-    repeats: Optional[int] = typer.Option(None, help="timed repeats per figure, both profiles (default: theirs)"),
+    repeats: Optional[int] = typer.Option(None, help="timed repeats per figure, both profiles (default: theirs); the "
+                                          "model's in-group figures always take 7"),
     max_size: Optional[str] = typer.Option(None, help="largest message size measured (default: profile cluster's)"),
     group_jobs: Optional[int] = typer.Option(None, "--group-jobs", min=1, help="the model's in-group figures: separate "
                                              "jobs to take the median of (default: profile model's)"),
@@ -71,7 +72,8 @@ def profile_model_cmd(
     seq_len: Optional[int] = typer.Option(None, help="sequence length (default: the model's)"),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
     precision: Optional[Precision] = typer.Option(None, help=PRECISION_HELP + "; the profile plans only this precision"),
-    repeats: int = typer.Option(5, help="timed repeats per figure (the median is kept)"),
+    repeats: int = typer.Option(5, help="timed repeats per figure measured alone (the median is kept); the figures "
+                                        "inside process groups (--nproc) take 7"),
     warmup: int = typer.Option(2, help="untimed warm-up iterations"),
     threads: Optional[int] = typer.Option(None, help="torch threads while measuring (default: torch's)"),
     nproc: Optional[str] = typer.Option(None, "--nproc", help="also measure inside real process groups of N local "
