@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -89,3 +90,27 @@ def test_the_validate_command_defaults_are_validates_named_steps():
     cmd = typer.main.get_command(app).commands["validate"]
     defaults = {p.name: p.default for p in cmd.params}
     assert (defaults["steps"], defaults["warmup"]) == (TIMED_STEPS, WARMUP_STEPS)
+
+
+def test_the_benchmark_profiles_with_the_command_and_keeps_the_jobs(fb, monkeypatch, tmp_path):
+    """``benchmarks/fidelity.py`` profiles a workload with the README's command, each job's profile kept
+    (``--keep-jobs``) for its per-job comparisons, instead of running the later jobs itself."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_autoplan(*argv):
+        calls.append(argv)
+        raise Stop
+    monkeypatch.setattr(fb, "_autoplan", fake_autoplan)
+    w = fb.draw_workloads(1, 7)[0]
+    with pytest.raises(Stop):
+        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=3)
+    argv = calls[0]
+    assert argv[:2] == ("profile", "model") and argv[argv.index("--group-jobs") + 1] == "3" and "--keep-jobs" in argv
+    assert json.loads((tmp_path / "shape.json").read_text()) == w.shape
+    calls.clear()
+    with pytest.raises(Stop):
+        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=1)
+    assert "--keep-jobs" not in calls[0] and calls[0][calls[0].index("--group-jobs") + 1] == "1"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +12,6 @@ from autoplan.execute.pipeline_profile import PIPELINES
 from autoplan.profile.formats import GroupTiming, ModelProfile, PipelineTiming
 from cli_utils import run_cli
 from test_cli_bad_input import assert_one_line_error
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _job(scale: float, world: int) -> dict[str, list]:
@@ -79,34 +74,6 @@ def test_keep_jobs_without_nproc_is_refused_before_measuring(tmp_path):
     assert_one_line_error(run_cli("profile", "model", "--model", "gpt-tiny", "--keep-jobs", "--out", str(out)),
                           "--keep-jobs", "give --nproc N")
     assert not out.exists()
-
-
-def test_the_fidelity_benchmark_profiles_with_the_command_and_keeps_the_jobs(monkeypatch, tmp_path):
-    """``benchmarks/fidelity.py`` profiles a workload with the README's command, each job's profile kept
-    (``--keep-jobs``) for its per-job comparisons, instead of running the later jobs itself."""
-    spec = importlib.util.spec_from_file_location("fidelity_benchmark_keep_jobs", ROOT / "benchmarks" / "fidelity.py")
-    fb = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = fb
-    spec.loader.exec_module(fb)
-    calls = []
-
-    class Stop(Exception):
-        pass
-
-    def fake_autoplan(*argv):
-        calls.append(argv)
-        raise Stop
-    monkeypatch.setattr(fb, "_autoplan", fake_autoplan)
-    w = fb.draw_workloads(1, 7)[0]
-    with pytest.raises(Stop):
-        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=3)
-    argv = calls[0]
-    assert argv[:2] == ("profile", "model") and argv[argv.index("--group-jobs") + 1] == "3" and "--keep-jobs" in argv
-    assert json.loads((tmp_path / "shape.json").read_text()) == w.shape
-    calls.clear()
-    with pytest.raises(Stop):
-        fb.run_workload(w, tmp_path, top_k=10, steps=4, warmup=2, memory="1GiB", group_jobs=1)
-    assert "--keep-jobs" not in calls[0] and calls[0][calls[0].index("--group-jobs") + 1] == "1"
 
 
 def test_the_one_command_profile_passes_keep_jobs_on(three_jobs, monkeypatch, tmp_path):

@@ -65,12 +65,12 @@ def add_group_timings(profile: ModelProfile, timings: dict[str, list],
         profile.pipeline_costs = [c for c in profile.pipeline_costs if c.world not in worlds]
         depths = sorted({(t.world, t.pp) for t in runs})
         profile.pipeline_costs += [c for c in (fit_pipeline_costs(profile, w, pp) for w, pp in depths) if c]
-        contradicted = [c for c in profile.pipeline_costs if c.world in worlds and usable(c) is None]
-        for c in contradicted if warn else []:
-            print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
-                  f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
-                  "without them (with another depth's runs where those fit); "
-                  "profile the model again on a quieter machine", file=sys.stderr)
+        for c in profile.pipeline_costs:
+            if warn and c.world in worlds and usable(c) is None:
+                print(f"warning: the {c.pp}-stage pipelines measured on {c.world} processes contradict each other "
+                      f"(the fit misses one by {c.fit_error:.0%}; was the machine busy?): pipelines are costed "
+                      "without them (with another depth's runs where those fit); "
+                      "profile the model again on a quieter machine", file=sys.stderr)
     if environment:
         profile.environment.setdefault("group_measurements", []).append(environment)
     return profile
@@ -105,8 +105,8 @@ def measure_jobs(cfg: GroupProfileConfig, nproc: int, jobs: int, *,
                  progress: Callable[[int, int, str], None] | None = None) -> list[tuple[dict[str, list], dict]]:
     """``jobs`` separate in-group jobs of ``cfg`` (:func:`profile_in_groups`' results, in order). The later
     jobs run the pipelines with the first job's chunks (:func:`~autoplan.execute.group_measure.pipeline_splits`):
-    a run is matched across the jobs with its split, and jobs that each balance by their own in-group times split differently (on
-    2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median of 3
+    a run is matched across the jobs with its split, and jobs that each balance by their own in-group times
+    split differently (on 2026-12-07, 8 blocks on 4 processes: 3,3,3,1 in one job, 3,2,3,2 in two), which left a "median of 3
     jobs" one job's figure (``docs/probes/20261207l``)."""
     first = profile_in_groups(cfg, nproc, progress=_job_progress(progress, 0, jobs))
     later = replace(cfg, chunk_splits=cfg.chunk_splits or pipeline_splits(first[0]))
