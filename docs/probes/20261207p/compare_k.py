@@ -4,15 +4,14 @@ predicted with main's cost code (new1: the mbs-1 pipeline terms only) and with a
 time at the layout's micro-batch size (k_experiment.patch applied, AUTOPLAN_K=ref|one|all). Paired: the same
 profile, the same measured steps.  Usage (from a checkout with the patch):
 PYTHONPATH=. python docs/probes/20261207p/compare_k.py OLD_DIR NEW_DIR [OLD_DIR NEW_DIR ...]"""
-import json, math, statistics as st, sys, tempfile, warnings, os
+import json, statistics as st, sys, tempfile, warnings, os
 from pathlib import Path
 warnings.simplefilter("ignore")
 sys.path.insert(0, "docs/probes/20261207o")
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
 from autoplan.profile.formats import ModelProfile
-from autoplan.validate import spearman
-from common import slope
+from common import scores
 def predict(model_path, cluster, gb, layouts, k):
     if k: os.environ["AUTOPLAN_K"] = k
     else: os.environ.pop("AUTOPLAN_K", None)
@@ -36,16 +35,11 @@ for old, new in zip(args[::2], args[1::2]):
              "new1+k(references)": predict(small, old / "cluster.json", gb, lays, "ref"),
              "new1+k(one run)": predict(small, old / "cluster.json", gb, lays, "one"),
              "new1+k(all runs)": predict(small, old / "cluster.json", gb, lays, "all")}
-    fastest = min(meas)
     print(f"{d['workload']['shape']['name']:20s} w{d['workload']['world']}")
     for k, pr in preds.items():
-        e = [q / m - 1 for q, m in zip(pr, meas)]
-        le = [math.log(q / m) for q, m in zip(pr, meas)]
-        k_mbs = slope([(math.log2(L.mbs), x) for L, x in zip(lays, le) if L.pp > 1])
-        pick = min(range(len(pr)), key=pr.__getitem__)
-        miss = meas[pick] / fastest - 1
-        rho = spearman(pr, meas)
-        err = st.mean(abs(x) for x in e); sgn = st.median(e)
+        sc = scores(lays, pr, meas)
+        e, err, rho, miss, k_mbs = sc["errors"], sc["err"], sc["rho"], sc["miss"], sc["slope"]
+        sgn = st.median(e)
         v = pooled.setdefault(k, {"err": [], "slope": [], "miss": [], "rho": []})
         v["err"].append(err); v["miss"].append(miss); v["rho"].append(rho)
         if k_mbs is not None: v["slope"].append(k_mbs)

@@ -3,14 +3,13 @@ their own profiles (main's cost code) and with the pipelines' layer time scaled 
 (k_experiment.patch, AUTOPLAN_K=const: k at 4x the smallest profiled size, interpolated in log mbs, held beyond).
 How far would a measured k of that size move the choice, the rank and the error?
 Usage (patched checkout on PYTHONPATH): python k_sensitivity.py 1.0 0.95 0.9"""
-import math, os, statistics as st, sys, warnings
+import os, statistics as st, sys, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 sys.path.insert(0, "docs/probes/20261207o")
 from autoplan.plan.api import make_problem, estimate_problem
 from autoplan.plan.plan import Layout
-from autoplan.validate import spearman
-from common import slope, stored
+from common import scores, stored
 
 ks = [float(x) for x in sys.argv[1:]] or [1.0, 0.95, 0.9]
 rows = {k: [] for k in ks}
@@ -27,11 +26,9 @@ for p, d in stored("confirmed"):
         os.environ["AUTOPLAN_K_AT_4X"] = str(k)
         pb = make_problem(str(w / "model.json"), str(w / "cluster.json"), d["workload"]["global_batch"])
         pr = [estimate_problem(pb, L)[1].step_time_s for L in lays]
-        err = st.mean(abs(q / m - 1) for q, m in zip(pr, meas))
-        miss = meas[min(range(len(pr)), key=pr.__getitem__)] / min(meas) - 1
-        sl = slope([(math.log2(L.mbs), math.log(q / m)) for L, q, m in zip(lays, pr, meas) if L.pp > 1])
-        rows[k].append((err, spearman(pr, meas), miss, sl))
-        line += f" | k {k:.2f}: err {100*err:4.1f}% rho {spearman(pr, meas):+.2f} chosen {100*miss:+5.1f}%"
+        sc = scores(lays, pr, meas)
+        rows[k].append((sc["err"], sc["rho"], sc["miss"], sc["slope"]))
+        line += f" | k {k:.2f}: err {100*sc['err']:4.1f}% rho {sc['rho']:+.2f} chosen {100*sc['miss']:+5.1f}%"
     print(line, flush=True)
 for k, v in rows.items():
     sl = [r[3] for r in v if r[3] is not None]
